@@ -1,0 +1,72 @@
+//! `rustbuilder create api`: adds an API type, its controller and their manifests.
+
+use anyhow::Result;
+use clap::ArgAction;
+
+use crate::model::{Group, Kind, Plural, Version};
+use crate::plugins::deploy_image::ImageOptions;
+use crate::plugins::rust::ApiOptions;
+use crate::shell;
+
+/// Scaffold a Kubernetes API: the Rust type, its controller, a sample, RBAC roles and kustomize entries.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  rustbuilder create api --group cache --version v1alpha1 --kind Memcached\n  \
+                        rustbuilder create api --group cache --version v1alpha1 --kind Memcached \\\n    \
+                        --plugins deploy-image/v1-alpha --image memcached:1.6.26-alpine3.19 \\\n    \
+                        --image-container-command memcached,--memory-limit=64,-o,modern,-v \\\n    \
+                        --image-container-port 11211 --run-as-user 1001")]
+pub struct Args {
+    /// API group, without the domain (e.g. `cache`).
+    #[arg(long)]
+    pub group: Group,
+    /// API version.
+    #[arg(long, default_value = "v1alpha1")]
+    pub version: Version,
+    /// Kind, in PascalCase (e.g. `Memcached`).
+    #[arg(long)]
+    pub kind: Kind,
+    /// Lowercase plural resource name; defaults to the English plural of the kind.
+    #[arg(long)]
+    pub plural: Option<Plural>,
+    /// Scaffold the API type.
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub resource: bool,
+    /// Scaffold the controller.
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub controller: bool,
+    /// Namespace-scoped resource (`--namespaced=false` for cluster-scoped).
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub namespaced: bool,
+    /// Overwrite the files of an API that already exists.
+    #[arg(long)]
+    pub force: bool,
+    /// Extra plugin: `deploy-image/v1-alpha` scaffolds a controller that runs `--image` as a Deployment.
+    #[arg(long, value_name = "PLUGIN")]
+    pub plugins: Option<String>,
+    #[command(flatten)]
+    pub image: ImageOptions,
+    #[command(flatten)]
+    pub project: super::ProjectDir,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let image = crate::plugins::deploy_image::select(args.plugins.as_deref(), args.image)?;
+    let options = ApiOptions {
+        group: args.group,
+        version: args.version,
+        kind: args.kind,
+        plural: args.plural,
+        resource: args.resource,
+        controller: args.controller,
+        namespaced: args.namespaced,
+        force: args.force,
+        image,
+    };
+    let plan = crate::plugins::rust::create_api(&args.project.dir, &options)?;
+    super::init::report(plan.apply()?);
+    shell::note(
+        "Next",
+        "implement your new API and generate the manifests (CRDs, RBAC) with:\n$ make manifests",
+    );
+    Ok(())
+}

@@ -1,0 +1,84 @@
+//! `rustbuilder init`: scaffolds a new project.
+
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+
+use crate::model::{Domain, ProjectName};
+use crate::plugins::rust::{InitOptions, License};
+use crate::shell;
+
+/// Scaffold a new operator project in the current directory (or `--dir`).
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Example:\n  mkdir memcached-operator && cd memcached-operator\n  \
+                        rustbuilder init --domain example.com --owner \"The Memcached Authors\"")]
+pub struct Args {
+    /// Domain of the API groups: groups are `<group>.<domain>`.
+    #[arg(long, default_value = "my.domain")]
+    pub domain: Domain,
+    /// Project name (a DNS-1123 label); defaults to the directory name.
+    #[arg(long, value_name = "NAME")]
+    pub project_name: Option<ProjectName>,
+    /// Where the code lives, e.g. `https://github.com/example/memcached-operator`; recorded in Cargo.toml.
+    #[arg(long)]
+    pub repo: Option<String>,
+    /// Copyright owner for the license header.
+    #[arg(long)]
+    pub owner: Option<String>,
+    /// License of the generated code.
+    #[arg(long, value_enum, default_value_t = License::Apache2)]
+    pub license: License,
+    /// Directory to scaffold into; created when missing.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub dir: PathBuf,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    if let Some(repo) = &args.repo
+        && repo.starts_with('-')
+    {
+        bail!("invalid repo `{repo}`: it looks like another flag\nhelp: give the repository URL, e.g. `--repo https://github.com/example/memcached-operator`");
+    }
+    let project_name = match args.project_name {
+        Some(name) => name,
+        None => default_project_name(&args.dir)?,
+    };
+    let options = InitOptions {
+        domain: args.domain,
+        project_name,
+        repo: args.repo,
+        owner: args.owner,
+        license: args.license,
+    };
+    let plan = crate::plugins::rust::init(&args.dir, &options)?;
+    report(plan.apply()?);
+    shell::note("Next", "define a resource with:\n$ rustbuilder create api --group <group> --version v1alpha1 --kind <Kind>");
+    Ok(())
+}
+
+/// The directory's name, lowercased, as Kubebuilder does.
+fn default_project_name(dir: &std::path::Path) -> Result<ProjectName> {
+    let absolute = std::path::absolute(dir)?;
+    let name = absolute
+        .components()
+        .filter_map(|c| match c {
+            std::path::Component::Normal(name) => name.to_str(),
+            _ => None,
+        })
+        .next_back()
+        .unwrap_or_default()
+        .to_lowercase();
+    name.parse().map_err(|e: crate::model::InvalidName| {
+        anyhow::anyhow!(
+            "cannot use the directory name `{name}` as the project name: {}\nhelp: pass `--project-name <name>`",
+            e.rule
+        )
+    })
+}
+
+/// Prints one status line per written file.
+pub fn report(written: Vec<(PathBuf, bool)>) {
+    for (path, created) in written {
+        shell::status(if created { "Creating" } else { "Updating" }, path.display());
+    }
+}

@@ -1,0 +1,93 @@
+//! The command line: one file per command, each holding its clap arguments and a short `run`.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+pub mod alpha;
+pub mod create_api;
+pub mod envtest;
+pub mod init;
+pub mod manifests;
+
+/// Scaffold Kubernetes operators in Rust, the Kubebuilder way.
+#[derive(Debug, Parser)]
+#[command(
+    name = "rustbuilder",
+    version,
+    after_help = "Example:\n  rustbuilder init --domain example.com\n  rustbuilder create api --group cache --version v1alpha1 --kind Memcached\n  rustbuilder manifests"
+)]
+pub struct Cli {
+    /// Print only errors.
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    Init(init::Args),
+    #[command(subcommand)]
+    Create(CreateCommand),
+    Manifests(manifests::Args),
+    #[command(subcommand)]
+    Alpha(alpha::Command),
+    #[command(subcommand)]
+    Envtest(envtest::Command),
+    /// Print the rustbuilder version and the versions it scaffolds with.
+    #[command(after_help = "Example:\n  rustbuilder version")]
+    Version,
+    /// Print a shell completion script.
+    #[command(after_help = "Example:\n  rustbuilder completion bash > /etc/bash_completion.d/rustbuilder\n  \
+                            rustbuilder completion zsh > \"${fpath[1]}/_rustbuilder\"")]
+    Completion {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CreateCommand {
+    Api(create_api::Args),
+}
+
+/// The `--dir` option shared by commands that work on a project.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ProjectDir {
+    /// The project directory.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub dir: PathBuf,
+}
+
+pub fn run(cli: Cli) -> Result<()> {
+    crate::shell::set_quiet(cli.quiet);
+    match cli.command {
+        Command::Init(args) => init::run(args),
+        Command::Create(CreateCommand::Api(args)) => create_api::run(args),
+        Command::Manifests(args) => manifests::run(args),
+        Command::Alpha(command) => alpha::run(command),
+        Command::Envtest(command) => envtest::run(command),
+        Command::Version => {
+            println!("rustbuilder {}", env!("CARGO_PKG_VERSION"));
+            println!("kube {}, k8s-openapi {} ({})", crate::versions::KUBE, crate::versions::K8S_OPENAPI, crate::versions::K8S_OPENAPI_FEATURE);
+            println!("kubernetes (envtest) {}", crate::versions::KUBERNETES);
+            Ok(())
+        }
+        Command::Completion { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut command, "rustbuilder", &mut std::io::stdout());
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_command_line_is_consistent() {
+        <super::Cli as clap::CommandFactory>::command().debug_assert();
+    }
+}
