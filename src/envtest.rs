@@ -17,7 +17,14 @@ use serde::Serialize;
 use crate::{scaffold, shell, versions};
 
 /// Binaries every asset directory holds.
-pub const BINARIES: &[&str] = &["etcd", "kube-apiserver", "kubectl", "kube-controller-manager", "kube-scheduler", "kwok"];
+pub const BINARIES: &[&str] = &[
+    "etcd",
+    "kube-apiserver",
+    "kubectl",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kwok",
+];
 
 /// kwok stage files copied next to the binaries (kwok has no built-in stages since v0.8.0).
 const KWOK_STAGES: &[&str] = &[
@@ -34,7 +41,8 @@ pub fn default_bin_dir() -> Result<PathBuf> {
     if let Some(data) = std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
         return Ok(PathBuf::from(data).join("kubebuilder-envtest"));
     }
-    let home = std::env::var_os("HOME").ok_or_else(|| anyhow!("HOME is not set\nhelp: pass `--bin-dir DIR`"))?;
+    let home = std::env::var_os("HOME")
+        .ok_or_else(|| anyhow!("HOME is not set\nhelp: pass `--bin-dir DIR`"))?;
     Ok(PathBuf::from(home).join(".local/share/kubebuilder-envtest"))
 }
 
@@ -52,7 +60,12 @@ pub fn platform_dir(version: &str) -> String {
 pub fn parse_version(version: &str) -> Result<String> {
     let version = version.strip_prefix('v').unwrap_or(version);
     let parts: Vec<&str> = version.split('.').collect();
-    if parts.len() != 3 || parts.iter().any(|p| p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit())) || parts[0] != "1" {
+    if parts.len() != 3
+        || parts
+            .iter()
+            .any(|p| p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()))
+        || parts[0] != "1"
+    {
         bail!(
             "invalid Kubernetes version `{version}`: expected a full release like `{}`\nhelp: give major.minor.patch",
             versions::KUBERNETES
@@ -63,8 +76,11 @@ pub fn parse_version(version: &str) -> Result<String> {
 
 /// What is missing from an asset directory, if anything.
 pub fn missing(dir: &Path) -> Vec<String> {
-    let mut missing: Vec<String> =
-        BINARIES.iter().filter(|b| !dir.join(b).is_file()).map(|b| b.to_string()).collect();
+    let mut missing: Vec<String> = BINARIES
+        .iter()
+        .filter(|b| !dir.join(b).is_file())
+        .map(|b| b.to_string())
+        .collect();
     if !dir.join(KWOK_STAGES_DIR).is_dir() {
         missing.push(format!("{KWOK_STAGES_DIR}/"));
     }
@@ -106,7 +122,9 @@ pub enum Source {
 /// cache, else a fresh build with Go.
 pub fn provide(version: &str, bin_dir: &Path, use_env: bool) -> Result<(PathBuf, Source)> {
     if use_env
-        && let Some(dir) = std::env::var_os("KUBEBUILDER_ASSETS").filter(|d| !d.is_empty()).map(PathBuf::from)
+        && let Some(dir) = std::env::var_os("KUBEBUILDER_ASSETS")
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
         && missing(&dir).is_empty()
     {
         return Ok((dir, Source::Environment));
@@ -133,12 +151,26 @@ fn build(version: &str, bin_dir: &Path, target: &Path) -> Result<()> {
     let go = which_go()?;
     let started = Instant::now();
     let work = bin_dir.join("k8s").join(format!(".build-{version}"));
-    let partial = bin_dir.join("k8s").join(format!(".{}-partial-{}", platform_dir(version), std::process::id()));
-    std::fs::create_dir_all(&partial).with_context(|| format!("failed to create `{}`", partial.display()))?;
+    let partial = bin_dir.join("k8s").join(format!(
+        ".{}-partial-{}",
+        platform_dir(version),
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&partial)
+        .with_context(|| format!("failed to create `{}`", partial.display()))?;
     let result = (|| -> Result<()> {
-        shell::status("Building", format!("Kubernetes {version} control plane with {} (cold builds take a while; Go's cache makes later ones fast)", go.display()));
+        shell::status(
+            "Building",
+            format!(
+                "Kubernetes {version} control plane with {} (cold builds take a while; Go's cache makes later ones fast)",
+                go.display()
+            ),
+        );
         let context = ModuleContext {
-            minor_patch: version.split_once('.').map(|(_, rest)| rest.to_string()).unwrap_or_default(),
+            minor_patch: version
+                .split_once('.')
+                .map(|(_, rest)| rest.to_string())
+                .unwrap_or_default(),
             staging: staging_modules(&go, version)?,
             version: version.to_string(),
             etcd_version: versions::ETCD,
@@ -148,7 +180,10 @@ fn build(version: &str, bin_dir: &Path, target: &Path) -> Result<()> {
         let (major_minor, _) = version.rsplit_once('.').unwrap_or((version, ""));
         let minor = major_minor.split('.').nth(1).unwrap_or_default();
         let mut ldflags = String::from("-s -w");
-        for package in ["k8s.io/component-base/version", "k8s.io/client-go/pkg/version"] {
+        for package in [
+            "k8s.io/component-base/version",
+            "k8s.io/client-go/pkg/version",
+        ] {
             ldflags.push_str(&format!(
                 " -X {package}.gitVersion=v{version} -X {package}.gitMajor=1 -X {package}.gitMinor={minor} -X {package}.gitTreeState=clean"
             ));
@@ -169,9 +204,11 @@ fn build(version: &str, bin_dir: &Path, target: &Path) -> Result<()> {
         ];
         for (module, packages, flags) in modules {
             let dir = work.join(module);
-            std::fs::create_dir_all(&dir).with_context(|| format!("failed to create `{}`", dir.display()))?;
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("failed to create `{}`", dir.display()))?;
             let go_mod = scaffold::render(&format!("envtest/{module}/go.mod.tera"), &context)?;
-            if std::fs::read_to_string(dir.join("go.mod")).ok().as_deref() != Some(go_mod.as_str()) {
+            if std::fs::read_to_string(dir.join("go.mod")).ok().as_deref() != Some(go_mod.as_str())
+            {
                 std::fs::write(dir.join("go.mod"), &go_mod)?;
                 let _ = std::fs::remove_file(dir.join("go.sum"));
             }
@@ -179,13 +216,37 @@ fn build(version: &str, bin_dir: &Path, target: &Path) -> Result<()> {
                 shell::status("Resolving", format!("{module} modules (go mod tidy)"));
                 run_go(&go, &dir, &["mod", "tidy"], None)?;
             }
-            let out = if module == "etcd" { partial.join("etcd") } else { partial.clone() };
-            let mut args = vec!["build".to_string(), "-v".into(), "-trimpath".into(), "-ldflags".into(), flags.to_string()];
+            let out = if module == "etcd" {
+                partial.join("etcd")
+            } else {
+                partial.clone()
+            };
+            let mut args = vec![
+                "build".to_string(),
+                "-v".into(),
+                "-trimpath".into(),
+                "-ldflags".into(),
+                flags.to_string(),
+            ];
             args.push("-o".into());
-            args.push(format!("{}{}", out.display(), if module == "etcd" { "" } else { "/" }));
+            args.push(format!(
+                "{}{}",
+                out.display(),
+                if module == "etcd" { "" } else { "/" }
+            ));
             args.extend(packages.iter().map(|p| p.to_string()));
-            let names: Vec<&str> = packages.iter().map(|p| p.rsplit('/').next().unwrap_or(p)).collect();
-            shell::status("Compiling", if module == "etcd" { "etcd".to_string() } else { names.join(", ") });
+            let names: Vec<&str> = packages
+                .iter()
+                .map(|p| p.rsplit('/').next().unwrap_or(p))
+                .collect();
+            shell::status(
+                "Compiling",
+                if module == "etcd" {
+                    "etcd".to_string()
+                } else {
+                    names.join(", ")
+                },
+            );
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             run_go(&go, &dir, &args, Some(module))?;
         }
@@ -195,22 +256,38 @@ fn build(version: &str, bin_dir: &Path, target: &Path) -> Result<()> {
             bail!("the build finished without {}", still_missing.join(", "));
         }
         if target.exists() {
-            std::fs::remove_dir_all(target).with_context(|| format!("failed to replace `{}`", target.display()))?;
+            std::fs::remove_dir_all(target)
+                .with_context(|| format!("failed to replace `{}`", target.display()))?;
         }
-        std::fs::rename(&partial, target).with_context(|| format!("failed to move the assets to `{}`", target.display()))?;
+        std::fs::rename(&partial, target)
+            .with_context(|| format!("failed to move the assets to `{}`", target.display()))?;
         Ok(())
     })();
     if result.is_err() {
         let _ = std::fs::remove_dir_all(&partial);
     }
     result?;
-    shell::status("Finished", format!("control plane {version} in {:.0?} → {}", started.elapsed(), target.display()));
+    shell::status(
+        "Finished",
+        format!(
+            "control plane {version} in {:.0?} → {}",
+            started.elapsed(),
+            target.display()
+        ),
+    );
     Ok(())
 }
 
 fn which_go() -> Result<PathBuf> {
-    let go = std::env::var_os("GO").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("go"));
-    match Command::new(&go).arg("version").stdout(Stdio::null()).stderr(Stdio::null()).status() {
+    let go = std::env::var_os("GO")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("go"));
+    match Command::new(&go)
+        .arg("version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+    {
         Ok(status) if status.success() => Ok(go),
         _ => bail!(
             "the control-plane assets are missing and Go is not installed, so they cannot be built\nhelp: install Go 1.26 or newer (https://go.dev/doc/install, or your package manager), or point KUBEBUILDER_ASSETS at a directory holding {}",
@@ -222,7 +299,12 @@ fn which_go() -> Result<PathBuf> {
 /// The staging modules `k8s.io/kubernetes` requires as `v0.0.0`, read from its own go.mod.
 fn staging_modules(go: &Path, version: &str) -> Result<Vec<String>> {
     let output = Command::new(go)
-        .args(["mod", "download", "-json", &format!("k8s.io/kubernetes@v{version}")])
+        .args([
+            "mod",
+            "download",
+            "-json",
+            &format!("k8s.io/kubernetes@v{version}"),
+        ])
         .env("GOFLAGS", "-mod=mod")
         .stderr(Stdio::inherit())
         .output()
@@ -234,11 +316,20 @@ fn staging_modules(go: &Path, version: &str) -> Result<Vec<String>> {
         );
     }
     let info: serde_json::Value = serde_json::from_slice(&output.stdout)?;
-    let go_mod = info["GoMod"].as_str().ok_or_else(|| anyhow!("`go mod download` gave no GoMod path"))?;
-    let text = std::fs::read_to_string(go_mod).with_context(|| format!("failed to read `{go_mod}`"))?;
+    let go_mod = info["GoMod"]
+        .as_str()
+        .ok_or_else(|| anyhow!("`go mod download` gave no GoMod path"))?;
+    let text =
+        std::fs::read_to_string(go_mod).with_context(|| format!("failed to read `{go_mod}`"))?;
     let mut modules: Vec<String> = text
         .lines()
-        .map(|l| l.split("//").next().unwrap_or_default().split_whitespace().collect::<Vec<_>>())
+        .map(|l| {
+            l.split("//")
+                .next()
+                .unwrap_or_default()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+        })
         .filter(|words| matches!(words.as_slice(), [m, "v0.0.0"] if m.starts_with("k8s.io/")))
         .map(|words| words[0].to_string())
         .collect();
@@ -272,7 +363,10 @@ fn run_go(go: &Path, dir: &Path, args: &[&str], progress: Option<&str>) -> Resul
         if progress.is_some() && !line.contains(' ') && !line.starts_with('#') {
             packages += 1;
             if packages.is_multiple_of(250) {
-                shell::status("Progress", format!("{packages} packages compiled ({:.0?})", started.elapsed()));
+                shell::status(
+                    "Progress",
+                    format!("{packages} packages compiled ({:.0?})", started.elapsed()),
+                );
             }
         } else {
             tail.push(line);
@@ -281,7 +375,11 @@ fn run_go(go: &Path, dir: &Path, args: &[&str], progress: Option<&str>) -> Resul
     let status = child.wait()?;
     if !status.success() {
         let shown = tail.len().saturating_sub(30);
-        bail!("`go {}` failed ({status}):\n{}", args.join(" "), tail[shown..].join("\n"));
+        bail!(
+            "`go {}` failed ({status}):\n{}",
+            args.join(" "),
+            tail[shown..].join("\n")
+        );
     }
     Ok(())
 }
@@ -289,18 +387,29 @@ fn run_go(go: &Path, dir: &Path, args: &[&str], progress: Option<&str>) -> Resul
 /// Copies kwok's stage files out of the module cache into `<assets>/kwok-stages/`.
 fn copy_kwok_stages(go: &Path, assets: &Path) -> Result<()> {
     let output = Command::new(go)
-        .args(["mod", "download", "-json", &format!("sigs.k8s.io/kwok@v{}", versions::KWOK)])
+        .args([
+            "mod",
+            "download",
+            "-json",
+            &format!("sigs.k8s.io/kwok@v{}", versions::KWOK),
+        ])
         .env("GOFLAGS", "-mod=mod")
         .output()
         .context("failed to run `go mod download`")?;
-    let info: serde_json::Value = serde_json::from_slice(&output.stdout).context("`go mod download` gave no JSON")?;
-    let source = PathBuf::from(info["Dir"].as_str().ok_or_else(|| anyhow!("`go mod download` gave no Dir for kwok"))?);
+    let info: serde_json::Value =
+        serde_json::from_slice(&output.stdout).context("`go mod download` gave no JSON")?;
+    let source = PathBuf::from(
+        info["Dir"]
+            .as_str()
+            .ok_or_else(|| anyhow!("`go mod download` gave no Dir for kwok"))?,
+    );
     let stages = assets.join(KWOK_STAGES_DIR);
     std::fs::create_dir_all(&stages)?;
     for stage in KWOK_STAGES {
         let from = source.join("kustomize/stage").join(stage);
         let name = stage.rsplit('/').next().unwrap_or(stage);
-        std::fs::copy(&from, stages.join(name)).with_context(|| format!("failed to copy `{}`", from.display()))?;
+        std::fs::copy(&from, stages.join(name))
+            .with_context(|| format!("failed to copy `{}`", from.display()))?;
     }
     Ok(())
 }

@@ -19,14 +19,28 @@ pub struct InvalidName {
 
 impl fmt::Display for InvalidName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid {} `{}`: {}\nhelp: {}", self.what, self.value, self.rule, self.fix)
+        write!(
+            f,
+            "invalid {} `{}`: {}\nhelp: {}",
+            self.what, self.value, self.rule, self.fix
+        )
     }
 }
 
 impl std::error::Error for InvalidName {}
 
-fn invalid(what: &'static str, value: &str, rule: impl Into<String>, fix: impl Into<String>) -> InvalidName {
-    InvalidName { what, value: value.to_string(), rule: rule.into(), fix: fix.into() }
+fn invalid(
+    what: &'static str,
+    value: &str,
+    rule: impl Into<String>,
+    fix: impl Into<String>,
+) -> InvalidName {
+    InvalidName {
+        what,
+        value: value.to_string(),
+        rule: rule.into(),
+        fix: fix.into(),
+    }
 }
 
 /// Refuses a value that looks like a flag: `--group --version v1` would otherwise take `--version` as the group.
@@ -36,7 +50,10 @@ fn not_a_flag(what: &'static str, value: &str) -> Result<(), InvalidName> {
             what,
             value,
             "it starts with `-`, so it looks like another flag: the flag before it is probably missing its value",
-            format!("give the {what} a value, e.g. `--{} <VALUE>`", what.replace(' ', "-")),
+            format!(
+                "give the {what} a value, e.g. `--{} <VALUE>`",
+                what.replace(' ', "-")
+            ),
         ));
     }
     Ok(())
@@ -50,7 +67,10 @@ pub fn dns1123_label_error(s: &str) -> Option<&'static str> {
     if s.len() > 63 {
         return Some("it is longer than 63 characters");
     }
-    if !s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
+    if !s
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
         return Some("only lowercase letters, digits and `-` are allowed");
     }
     if s.starts_with('-') || s.ends_with('-') {
@@ -69,7 +89,10 @@ pub fn dns1123_subdomain_error(s: &str) -> Option<&'static str> {
 
 /// A DNS-1035 label: a DNS-1123 label that starts with a letter.
 pub fn dns1035_label_error(s: &str) -> Option<&'static str> {
-    dns1123_label_error(s).or_else(|| (!s.starts_with(|c: char| c.is_ascii_lowercase())).then_some("it must start with a lowercase letter"))
+    dns1123_label_error(s).or_else(|| {
+        (!s.starts_with(|c: char| c.is_ascii_lowercase()))
+            .then_some("it must start with a lowercase letter")
+    })
 }
 
 macro_rules! name_type {
@@ -176,10 +199,20 @@ impl FromStr for Version {
         not_a_flag("version", s)?;
         let fix = "use Kubernetes' version form, e.g. `v1`, `v1alpha1` or `v2beta3`";
         if let Some(why) = dns1035_label_error(s) {
-            return Err(invalid("version", s, format!("a version must be a DNS-1035 label ({why})"), fix));
+            return Err(invalid(
+                "version",
+                s,
+                format!("a version must be a DNS-1035 label ({why})"),
+                fix,
+            ));
         }
         if s.contains('-') {
-            return Err(invalid("version", s, "a version becomes a Rust module name, so `-` is not allowed", fix));
+            return Err(invalid(
+                "version",
+                s,
+                "a version becomes a Rust module name, so `-` is not allowed",
+                fix,
+            ));
         }
         Ok(Self(s.to_string()))
     }
@@ -189,15 +222,33 @@ impl FromStr for Kind {
     type Err = InvalidName;
     fn from_str(s: &str) -> Result<Self, InvalidName> {
         not_a_flag("kind", s)?;
-        let fix = format!("write the kind in PascalCase, e.g. `--kind {}`", suggest_kind(s));
+        let fix = format!(
+            "write the kind in PascalCase, e.g. `--kind {}`",
+            suggest_kind(s)
+        );
         if !s.starts_with(|c: char| c.is_ascii_uppercase()) {
-            return Err(invalid("kind", s, "a kind must start with an uppercase letter", fix));
+            return Err(invalid(
+                "kind",
+                s,
+                "a kind must start with an uppercase letter",
+                fix,
+            ));
         }
         if let Some(why) = dns1035_label_error(&s.to_lowercase()) {
-            return Err(invalid("kind", s, format!("the lowercase kind must be a DNS-1035 label ({why})"), fix));
+            return Err(invalid(
+                "kind",
+                s,
+                format!("the lowercase kind must be a DNS-1035 label ({why})"),
+                fix,
+            ));
         }
         if !s.bytes().all(|b| b.is_ascii_alphanumeric()) {
-            return Err(invalid("kind", s, "a kind becomes a Rust type name, so only letters and digits are allowed", fix));
+            return Err(invalid(
+                "kind",
+                s,
+                "a kind becomes a Rust type name, so only letters and digits are allowed",
+                fix,
+            ));
         }
         Ok(Self(s.to_string()))
     }
@@ -205,7 +256,11 @@ impl FromStr for Kind {
 
 fn suggest_kind(s: &str) -> String {
     let camel = s.to_upper_camel_case();
-    if camel.is_empty() { "Memcached".to_string() } else { camel }
+    if camel.is_empty() {
+        "Memcached".to_string()
+    } else {
+        camel
+    }
 }
 
 impl Kind {
@@ -222,15 +277,28 @@ impl Kind {
 
 /// English plural of a lowercase word, covering the regular cases Kubernetes resource names use.
 fn pluralize(word: &str) -> String {
-    const SAME: &[&str] = &["data", "metadata", "info", "information", "equipment", "series", "species", "news"];
+    const SAME: &[&str] = &[
+        "data",
+        "metadata",
+        "info",
+        "information",
+        "equipment",
+        "series",
+        "species",
+        "news",
+    ];
     if SAME.contains(&word) {
         return word.to_string();
     }
     let bytes = word.as_bytes();
-    let consonant_y = bytes.len() > 1 && word.ends_with('y') && !b"aeiou".contains(&bytes[bytes.len() - 2]);
+    let consonant_y =
+        bytes.len() > 1 && word.ends_with('y') && !b"aeiou".contains(&bytes[bytes.len() - 2]);
     if consonant_y {
         format!("{}ies", &word[..word.len() - 1])
-    } else if ["s", "x", "z", "ch", "sh"].iter().any(|end| word.ends_with(end)) {
+    } else if ["s", "x", "z", "ch", "sh"]
+        .iter()
+        .any(|end| word.ends_with(end))
+    {
         format!("{word}es")
     } else {
         format!("{word}s")
@@ -288,10 +356,20 @@ mod tests {
 
     #[test]
     fn accepts_the_tutorial_names() {
-        assert_eq!("example.com".parse::<Domain>().unwrap().as_str(), "example.com");
+        assert_eq!(
+            "example.com".parse::<Domain>().unwrap().as_str(),
+            "example.com"
+        );
         assert_eq!("cache".parse::<Group>().unwrap().as_str(), "cache");
         assert_eq!("v1alpha1".parse::<Version>().unwrap().as_str(), "v1alpha1");
-        assert_eq!("Memcached".parse::<Kind>().unwrap().default_plural().as_str(), "memcacheds");
+        assert_eq!(
+            "Memcached"
+                .parse::<Kind>()
+                .unwrap()
+                .default_plural()
+                .as_str(),
+            "memcacheds"
+        );
     }
 
     #[test]
@@ -318,7 +396,14 @@ mod tests {
     #[test]
     fn qualified_group_is_checked_with_the_domain() {
         let domain: Domain = "example.com".parse().unwrap();
-        assert_eq!("cache".parse::<Group>().unwrap().qualified(&domain).unwrap(), "cache.example.com");
+        assert_eq!(
+            "cache"
+                .parse::<Group>()
+                .unwrap()
+                .qualified(&domain)
+                .unwrap(),
+            "cache.example.com"
+        );
         let long: Group = "a".repeat(63).parse().unwrap();
         let long_domain: Domain = format!("{0}.{0}.{0}", "b".repeat(63)).parse().unwrap();
         assert!(long.qualified(&long_domain).is_err());
@@ -341,7 +426,16 @@ mod tests {
 
     #[test]
     fn snake_names() {
-        assert_eq!("MemcachedCluster".parse::<Kind>().unwrap().snake(), "memcached_cluster");
-        assert_eq!("memcached-operator".parse::<ProjectName>().unwrap().crate_name(), "memcached_operator");
+        assert_eq!(
+            "MemcachedCluster".parse::<Kind>().unwrap().snake(),
+            "memcached_cluster"
+        );
+        assert_eq!(
+            "memcached-operator"
+                .parse::<ProjectName>()
+                .unwrap()
+                .crate_name(),
+            "memcached_operator"
+        );
     }
 }

@@ -29,9 +29,15 @@ fn engine() -> &'static Tera {
         let mut files = Vec::new();
         collect(&TEMPLATES, &mut files);
         let sources = files.iter().filter_map(|(name, body)| {
-            name.strip_suffix(TEMPLATE_SUFFIX).map(|_| (name.as_str(), std::str::from_utf8(body).expect("templates are UTF-8")))
+            name.strip_suffix(TEMPLATE_SUFFIX).map(|_| {
+                (
+                    name.as_str(),
+                    std::str::from_utf8(body).expect("templates are UTF-8"),
+                )
+            })
         });
-        tera.add_raw_templates(sources).unwrap_or_else(|e| panic!("embedded templates do not parse: {e:?}"));
+        tera.add_raw_templates(sources)
+            .unwrap_or_else(|e| panic!("embedded templates do not parse: {e:?}"));
         tera
     })
 }
@@ -40,7 +46,9 @@ fn collect(dir: &'static Dir<'static>, out: &mut Vec<(String, &'static [u8])>) {
     for entry in dir.entries() {
         match entry {
             DirEntry::Dir(d) => collect(d, out),
-            DirEntry::File(f) => out.push((f.path().to_string_lossy().replace('\\', "/"), f.contents())),
+            DirEntry::File(f) => {
+                out.push((f.path().to_string_lossy().replace('\\', "/"), f.contents()))
+            }
         }
     }
 }
@@ -50,7 +58,10 @@ pub fn template_set(set: &str) -> Vec<String> {
     let mut files = Vec::new();
     collect(&TEMPLATES, &mut files);
     let prefix = format!("{set}/");
-    let mut names: Vec<String> = files.into_iter().filter_map(|(name, _)| name.strip_prefix(&prefix).map(str::to_string)).collect();
+    let mut names: Vec<String> = files
+        .into_iter()
+        .filter_map(|(name, _)| name.strip_prefix(&prefix).map(str::to_string))
+        .collect();
     names.sort();
     names
 }
@@ -58,10 +69,16 @@ pub fn template_set(set: &str) -> Vec<String> {
 /// Renders one embedded template (path relative to `templates/`) with `context`.
 pub fn render(name: &str, context: &tera::Context) -> Result<String> {
     let text = if name.ends_with(TEMPLATE_SUFFIX) {
-        engine().render(name, context).map_err(|e| anyhow!("failed to render template `{name}`: {}", error_chain(&e)))?
+        engine()
+            .render(name, context)
+            .map_err(|e| anyhow!("failed to render template `{name}`: {}", error_chain(&e)))?
     } else {
-        let file = TEMPLATES.get_file(name).ok_or_else(|| anyhow!("no embedded template `{name}`"))?;
-        file.contents_utf8().ok_or_else(|| anyhow!("template `{name}` is not UTF-8"))?.to_string()
+        let file = TEMPLATES
+            .get_file(name)
+            .ok_or_else(|| anyhow!("no embedded template `{name}`"))?;
+        file.contents_utf8()
+            .ok_or_else(|| anyhow!("template `{name}` is not UTF-8"))?
+            .to_string()
     };
     Ok(normalize(&text))
 }
@@ -83,13 +100,20 @@ fn render_path(path: &str, context: &tera::Context) -> Result<String> {
     if !path.contains("{{") {
         return Ok(path.to_string());
     }
-    Tera::one_off(path, context, false).map_err(|e| anyhow!("failed to render path `{path}`: {}", error_chain(&e)))
+    Tera::one_off(path, context, false)
+        .map_err(|e| anyhow!("failed to render path `{path}`: {}", error_chain(&e)))
 }
 
 /// Unix newlines, no trailing blanks on lines, exactly one final newline.
 fn normalize(text: &str) -> String {
-    let mut out: String =
-        text.replace("\r\n", "\n").lines().map(str::trim_end).collect::<Vec<_>>().join("\n").trim_end().to_string();
+    let mut out: String = text
+        .replace("\r\n", "\n")
+        .lines()
+        .map(str::trim_end)
+        .collect::<Vec<_>>()
+        .join("\n")
+        .trim_end()
+        .to_string();
     out.push('\n');
     out
 }
@@ -129,7 +153,10 @@ pub const MARKER_PREFIX: &str = "+rustbuilder:scaffold:";
 
 impl Plan {
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        Self { root: root.into(), files: BTreeMap::new() }
+        Self {
+            root: root.into(),
+            files: BTreeMap::new(),
+        }
     }
 
     pub fn root(&self) -> &Path {
@@ -138,11 +165,22 @@ impl Plan {
 
     /// Adds a file with literal contents.
     pub fn add(&mut self, path: impl Into<PathBuf>, contents: String, if_exists: IfExists) {
-        self.files.insert(path.into(), Planned { contents, if_exists });
+        self.files.insert(
+            path.into(),
+            Planned {
+                contents,
+                if_exists,
+            },
+        );
     }
 
     /// Renders every template of `set` into the plan.
-    pub fn add_set(&mut self, set: &str, context: &tera::Context, if_exists: impl Fn(&str) -> IfExists) -> Result<()> {
+    pub fn add_set(
+        &mut self,
+        set: &str,
+        context: &tera::Context,
+        if_exists: impl Fn(&str) -> IfExists,
+    ) -> Result<()> {
         for name in template_set(set) {
             let path = render_path(&name, context)?;
             let contents = render(&format!("{set}/{name}"), context)?;
@@ -176,8 +214,17 @@ impl Plan {
         })?;
         let updated = insert_at_marker(&text, insertion.marker, &insertion.fragment)
             .with_context(|| format!("cannot add to `{}`", path.display()))?;
-        let if_exists = self.files.get(&path).map_or(IfExists::Overwrite, |p| p.if_exists);
-        self.files.insert(path, Planned { contents: updated, if_exists });
+        let if_exists = self
+            .files
+            .get(&path)
+            .map_or(IfExists::Overwrite, |p| p.if_exists);
+        self.files.insert(
+            path,
+            Planned {
+                contents: updated,
+                if_exists,
+            },
+        );
         Ok(())
     }
 
@@ -185,7 +232,9 @@ impl Plan {
     pub fn conflicts(&self) -> Vec<&Path> {
         self.files
             .iter()
-            .filter(|(path, planned)| planned.if_exists == IfExists::Error && self.root.join(path).exists())
+            .filter(|(path, planned)| {
+                planned.if_exists == IfExists::Error && self.root.join(path).exists()
+            })
             .map(|(path, _)| path.as_path())
             .collect()
     }
@@ -201,7 +250,9 @@ impl Plan {
 
     /// Planned files with their contents, in order.
     pub fn files(&self) -> impl Iterator<Item = (&Path, &str)> {
-        self.files.iter().map(|(path, planned)| (path.as_path(), planned.contents.as_str()))
+        self.files
+            .iter()
+            .map(|(path, planned)| (path.as_path(), planned.contents.as_str()))
     }
 
     /// Files whose contents on disk differ from the plan (or are missing).
@@ -213,7 +264,9 @@ impl Plan {
                 Ok(text) if text == planned.contents => {}
                 Ok(_) => stale.push(path.clone()),
                 Err(e) if e.kind() == ErrorKind::NotFound => stale.push(path.clone()),
-                Err(e) => return Err(e).with_context(|| format!("failed to read `{}`", full.display())),
+                Err(e) => {
+                    return Err(e).with_context(|| format!("failed to read `{}`", full.display()));
+                }
             }
         }
         Ok(stale)
@@ -247,9 +300,13 @@ impl Plan {
                 }
                 let temp = target.with_file_name(format!(
                     ".{}.rustbuilder-tmp",
-                    target.file_name().and_then(|n| n.to_str()).unwrap_or("file")
+                    target
+                        .file_name()
+                        .and_then(|n| n.to_str())
+                        .unwrap_or("file")
                 ));
-                fs::write(&temp, &planned.contents).with_context(|| format!("failed to write `{}`", target.display()))?;
+                fs::write(&temp, &planned.contents)
+                    .with_context(|| format!("failed to write `{}`", target.display()))?;
                 copy_permissions(&target, &temp, path)?;
                 staged.push((path.clone(), temp, target, !exists));
             }
@@ -266,7 +323,8 @@ impl Plan {
         }
         let mut written = Vec::new();
         for (path, temp, target, created) in staged {
-            fs::rename(&temp, &target).with_context(|| format!("failed to write `{}`", target.display()))?;
+            fs::rename(&temp, &target)
+                .with_context(|| format!("failed to write `{}`", target.display()))?;
             written.push((path, created));
         }
         Ok(written)
@@ -285,7 +343,8 @@ fn create_dirs(dir: &Path, created: &mut Vec<PathBuf>) -> Result<()> {
         cursor = d.parent();
     }
     for d in missing.into_iter().rev() {
-        fs::create_dir(&d).with_context(|| format!("failed to create directory `{}`", d.display()))?;
+        fs::create_dir(&d)
+            .with_context(|| format!("failed to create directory `{}`", d.display()))?;
         created.push(d);
     }
     Ok(())
@@ -317,14 +376,21 @@ fn copy_permissions(target: &Path, temp: &Path, relative: &Path) -> Result<()> {
 /// duplicated marker is an error: silently skipping it would leave the project half-wired.
 pub fn insert_at_marker(text: &str, marker: &str, fragment: &str) -> Result<String> {
     let needle = format!("{MARKER_PREFIX}{marker}");
-    let hits: Vec<usize> =
-        text.lines().enumerate().filter(|(_, line)| line.trim_end().ends_with(&needle)).map(|(i, _)| i).collect();
+    let hits: Vec<usize> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| line.trim_end().ends_with(&needle))
+        .map(|(i, _)| i)
+        .collect();
     let line_no = match hits.as_slice() {
         [one] => *one,
         [] => bail!(
             "the scaffold marker `{needle}` is missing\nhelp: put the line `{needle}` back (as a comment) where new entries should go"
         ),
-        _ => bail!("the scaffold marker `{needle}` appears {} times; keep exactly one", hits.len()),
+        _ => bail!(
+            "the scaffold marker `{needle}` appears {} times; keep exactly one",
+            hits.len()
+        ),
     };
     if text.contains(fragment.trim_end()) {
         return Ok(text.to_string());
@@ -352,9 +418,18 @@ mod tests {
     #[test]
     fn missing_or_duplicated_marker_is_an_error() {
         let err = insert_at_marker("mod a;\n", "modules", "mod b;").unwrap_err();
-        assert!(err.to_string().contains("+rustbuilder:scaffold:modules` is missing"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("+rustbuilder:scaffold:modules` is missing"),
+            "{err}"
+        );
         let twice = "# +rustbuilder:scaffold:x\n# +rustbuilder:scaffold:x\n";
-        assert!(insert_at_marker(twice, "x", "- y").unwrap_err().to_string().contains("2 times"));
+        assert!(
+            insert_at_marker(twice, "x", "- y")
+                .unwrap_err()
+                .to_string()
+                .contains("2 times")
+        );
     }
 
     #[test]
@@ -371,9 +446,15 @@ mod tests {
         plan.add("a/first.txt", "1\n".into(), IfExists::Error);
         plan.add("blocked/second.txt", "2\n".into(), IfExists::Error);
         assert!(plan.apply().is_err());
-        let mut left: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let mut left: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         left.sort();
         assert_eq!(left, vec![std::ffi::OsString::from("blocked")]);
-        assert_eq!(fs::read_to_string(dir.path().join("blocked")).unwrap(), "user data");
+        assert_eq!(
+            fs::read_to_string(dir.path().join("blocked")).unwrap(),
+            "user data"
+        );
     }
 }

@@ -28,7 +28,11 @@ fn quiet() -> bool {
 /// `   Creating src/main.rs`
 pub fn status(verb: &str, message: impl std::fmt::Display) {
     if !quiet() {
-        let verb = Style::new().for_stderr().green().bold().apply_to(format!("{verb:>12}"));
+        let verb = Style::new()
+            .for_stderr()
+            .green()
+            .bold()
+            .apply_to(format!("{verb:>12}"));
         let _ = Term::stderr().write_line(&format!("{verb} {message}"));
     }
 }
@@ -36,7 +40,11 @@ pub fn status(verb: &str, message: impl std::fmt::Display) {
 /// A closing hint, e.g. what to run next.
 pub fn note(label: &str, message: impl std::fmt::Display) {
     if !quiet() {
-        let label = Style::new().for_stderr().cyan().bold().apply_to(format!("{label}:"));
+        let label = Style::new()
+            .for_stderr()
+            .cyan()
+            .bold()
+            .apply_to(format!("{label}:"));
         let _ = Term::stderr().write_line(&format!("{label} {message}"));
     }
 }
@@ -49,8 +57,13 @@ pub fn error(err: &anyhow::Error) {
     let mut help = Vec::new();
     for (depth, cause) in err.chain().enumerate() {
         let text = cause.to_string();
-        let (body, hints): (Vec<&str>, Vec<&str>) = text.lines().partition(|l| !l.starts_with("help: "));
-        help.extend(hints.iter().map(|h| h.trim_start_matches("help: ").to_string()));
+        let (body, hints): (Vec<&str>, Vec<&str>) =
+            text.lines().partition(|l| !l.starts_with("help: "));
+        help.extend(
+            hints
+                .iter()
+                .map(|h| h.trim_start_matches("help: ").to_string()),
+        );
         if depth == 1 {
             let _ = term.write_line("\nCaused by:");
         }

@@ -10,11 +10,13 @@ use crate::shell;
 
 /// Scaffold a Kubernetes API: the Rust type, its controller, a sample, RBAC roles and kustomize entries.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  rustbuilder create api --group cache --version v1alpha1 --kind Memcached\n  \
+#[command(
+    after_help = "Examples:\n  rustbuilder create api --group cache --version v1alpha1 --kind Memcached\n  \
                         rustbuilder create api --group cache --version v1alpha1 --kind Memcached \\\n    \
                         --plugins deploy-image/v1-alpha --image memcached:1.6.26-alpine3.19 \\\n    \
                         --image-container-command memcached,--memory-limit=64,-o,modern,-v \\\n    \
-                        --image-container-port 11211 --run-as-user 1001")]
+                        --image-container-port 11211 --run-as-user 1001"
+)]
 pub struct Args {
     /// API group, without the domain (e.g. `cache`).
     #[arg(long)]

@@ -86,7 +86,12 @@ pub fn run(command: Command) -> Result<()> {
                         Source::Cache => "cache",
                         Source::Built => "built now",
                     };
-                    println!("Version: {version}\nOS/Arch: {}/{}\nSource:  {from}\nPath:    {}", std::env::consts::OS, std::env::consts::ARCH, dir.display());
+                    println!(
+                        "Version: {version}\nOS/Arch: {}/{}\nSource:  {from}\nPath:    {}",
+                        std::env::consts::OS,
+                        std::env::consts::ARCH,
+                        dir.display()
+                    );
                 }
             }
             Ok(())
@@ -95,7 +100,13 @@ pub fn run(command: Command) -> Result<()> {
             let bin_dir = args.bin_dir.resolve()?;
             let found = envtest::list(&bin_dir)?;
             if found.is_empty() {
-                shell::note("Empty", format!("nothing cached in {}\nhelp: run `rustbuilder envtest use`", bin_dir.display()));
+                shell::note(
+                    "Empty",
+                    format!(
+                        "nothing cached in {}\nhelp: run `rustbuilder envtest use`",
+                        bin_dir.display()
+                    ),
+                );
             }
             for (name, path, complete) in found {
                 let state = if complete { "complete" } else { "incomplete" };

@@ -10,8 +10,10 @@ use crate::shell;
 
 /// Scaffold a new operator project in the current directory (or `--dir`).
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Example:\n  mkdir memcached-operator && cd memcached-operator\n  \
-                        rustbuilder init --domain example.com --owner \"The Memcached Authors\"")]
+#[command(
+    after_help = "Example:\n  mkdir memcached-operator && cd memcached-operator\n  \
+                        rustbuilder init --domain example.com --owner \"The Memcached Authors\""
+)]
 pub struct Args {
     /// Domain of the API groups: groups are `<group>.<domain>`.
     #[arg(long, default_value = "my.domain")]
@@ -37,7 +39,9 @@ pub fn run(args: Args) -> Result<()> {
     if let Some(repo) = &args.repo
         && repo.starts_with('-')
     {
-        bail!("invalid repo `{repo}`: it looks like another flag\nhelp: give the repository URL, e.g. `--repo https://github.com/example/memcached-operator`");
+        bail!(
+            "invalid repo `{repo}`: it looks like another flag\nhelp: give the repository URL, e.g. `--repo https://github.com/example/memcached-operator`"
+        );
     }
     let project_name = match args.project_name {
         Some(name) => name,
@@ -52,7 +56,10 @@ pub fn run(args: Args) -> Result<()> {
     };
     let plan = crate::plugins::rust::init(&args.dir, &options)?;
     report(plan.apply()?);
-    shell::note("Next", "define a resource with:\n$ rustbuilder create api --group <group> --version v1alpha1 --kind <Kind>");
+    shell::note(
+        "Next",
+        "define a resource with:\n$ rustbuilder create api --group <group> --version v1alpha1 --kind <Kind>",
+    );
     Ok(())
 }
 
@@ -79,6 +86,9 @@ fn default_project_name(dir: &std::path::Path) -> Result<ProjectName> {
 /// Prints one status line per written file.
 pub fn report(written: Vec<(PathBuf, bool)>) {
     for (path, created) in written {
-        shell::status(if created { "Creating" } else { "Updating" }, path.display());
+        shell::status(
+            if created { "Creating" } else { "Updating" },
+            path.display(),
+        );
     }
 }

@@ -7,7 +7,9 @@ use crate::shell;
 /// Generate `config/crd/bases/*.yaml` (by running the project's `crdgen`) and `config/rbac/role.yaml`
 /// (from `// +rustbuilder:rbac:` markers).
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  rustbuilder manifests\n  rustbuilder manifests --check   # in CI: fail when a manifest is stale")]
+#[command(
+    after_help = "Examples:\n  rustbuilder manifests\n  rustbuilder manifests --check   # in CI: fail when a manifest is stale"
+)]
 pub struct Args {
     /// Write nothing; exit non-zero and name the files that are out of date.
     #[arg(long)]

@@ -41,8 +41,10 @@ pub enum Command {
     #[command(after_help = "Example:\n  rustbuilder version")]
     Version,
     /// Print a shell completion script.
-    #[command(after_help = "Example:\n  rustbuilder completion bash > /etc/bash_completion.d/rustbuilder\n  \
-                            rustbuilder completion zsh > \"${fpath[1]}/_rustbuilder\"")]
+    #[command(
+        after_help = "Example:\n  rustbuilder completion bash > /etc/bash_completion.d/rustbuilder\n  \
+                            rustbuilder completion zsh > \"${fpath[1]}/_rustbuilder\""
+    )]
     Completion {
         /// The shell to complete for.
         shell: clap_complete::Shell,
@@ -72,7 +74,12 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Envtest(command) => envtest::run(command),
         Command::Version => {
             println!("rustbuilder {}", env!("CARGO_PKG_VERSION"));
-            println!("kube {}, k8s-openapi {} ({})", crate::versions::KUBE, crate::versions::K8S_OPENAPI, crate::versions::K8S_OPENAPI_FEATURE);
+            println!(
+                "kube {}, k8s-openapi {} ({})",
+                crate::versions::KUBE,
+                crate::versions::K8S_OPENAPI,
+                crate::versions::K8S_OPENAPI_FEATURE
+            );
             println!("kubernetes (envtest) {}", crate::versions::KUBERNETES);
             Ok(())
         }

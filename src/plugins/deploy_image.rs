@@ -56,35 +56,68 @@ pub fn select(plugins: Option<&str>, options: ImageOptions) -> Result<Option<Dep
         None => Ok(None),
         Some(NAME) => {
             let Some(image) = options.image else {
-                bail!("the {NAME} plugin needs `--image`\nhelp: e.g. `--image memcached:1.6.26-alpine3.19`");
+                bail!(
+                    "the {NAME} plugin needs `--image`\nhelp: e.g. `--image memcached:1.6.26-alpine3.19`"
+                );
             };
             let command = match options.image_container_command.as_deref() {
                 None => Vec::new(),
                 Some(list) => list.split(',').map(str::to_string).collect(),
             };
-            DeployImage::new(image, command, options.image_container_port, options.run_as_user).map(Some)
+            DeployImage::new(
+                image,
+                command,
+                options.image_container_port,
+                options.run_as_user,
+            )
+            .map(Some)
         }
         Some(other) => bail!("unknown plugin `{other}`\nhelp: the available plugin is `{NAME}`"),
     }
 }
 
 impl DeployImage {
-    pub fn new(image: String, command: Vec<String>, port: Option<u16>, run_as_user: Option<u32>) -> Result<Self> {
+    pub fn new(
+        image: String,
+        command: Vec<String>,
+        port: Option<u16>,
+        run_as_user: Option<u32>,
+    ) -> Result<Self> {
         if image.is_empty() || image.starts_with('-') || image.contains(char::is_whitespace) {
-            bail!("invalid image `{image}`: an image reference has no spaces and does not start with `-`\nhelp: e.g. `--image memcached:1.6.26-alpine3.19`");
+            bail!(
+                "invalid image `{image}`: an image reference has no spaces and does not start with `-`\nhelp: e.g. `--image memcached:1.6.26-alpine3.19`"
+            );
         }
         if command.iter().any(String::is_empty) {
-            bail!("invalid container command `{}`: it has an empty element\nhelp: separate the command and its arguments with single commas", command.join(","));
+            bail!(
+                "invalid container command `{}`: it has an empty element\nhelp: separate the command and its arguments with single commas",
+                command.join(",")
+            );
         }
         if port == Some(0) {
-            bail!("invalid container port `0`: a port is 1 to 65535\nhelp: e.g. `--image-container-port 11211`");
+            bail!(
+                "invalid container port `0`: a port is 1 to 65535\nhelp: e.g. `--image-container-port 11211`"
+            );
         }
         let (repository, tag) = split_image(&image);
-        let container_name = repository.rsplit('/').next().unwrap_or(repository).replace(['.', '_'], "-");
+        let container_name = repository
+            .rsplit('/')
+            .next()
+            .unwrap_or(repository)
+            .replace(['.', '_'], "-");
         if crate::model::dns1123_label_error(&container_name).is_some() {
-            bail!("cannot derive a container name from image `{image}`\nhelp: use an image whose last path element is a lowercase name");
+            bail!(
+                "cannot derive a container name from image `{image}`\nhelp: use an image whose last path element is a lowercase name"
+            );
         }
-        Ok(Self { image: image.clone(), command, port, run_as_user, container_name, image_tag: tag.to_string() })
+        Ok(Self {
+            image: image.clone(),
+            command,
+            port,
+            run_as_user,
+            container_name,
+            image_tag: tag.to_string(),
+        })
     }
 
     /// The PROJECT entry: Kubebuilder's option names, values as strings.
@@ -110,11 +143,25 @@ impl DeployImage {
 
     pub fn from_record(record: &PluginResource) -> Result<Self> {
         let Some(image) = record.options.get("image") else {
-            bail!("the deploy-image entry for `{}` in PROJECT has no `image` option", record.kind);
+            bail!(
+                "the deploy-image entry for `{}` in PROJECT has no `image` option",
+                record.kind
+            );
         };
-        let command = record.options.get("containerCommand").map(|c| c.split(',').map(str::to_string).collect());
-        let port = record.options.get("containerPort").map(|p| p.parse()).transpose()?;
-        let uid = record.options.get("runAsUser").map(|u| u.parse()).transpose()?;
+        let command = record
+            .options
+            .get("containerCommand")
+            .map(|c| c.split(',').map(str::to_string).collect());
+        let port = record
+            .options
+            .get("containerPort")
+            .map(|p| p.parse())
+            .transpose()?;
+        let uid = record
+            .options
+            .get("runAsUser")
+            .map(|u| u.parse())
+            .transpose()?;
         Self::new(image.clone(), command.unwrap_or_default(), port, uid)
     }
 }
@@ -124,7 +171,10 @@ fn split_image(image: &str) -> (&str, &str) {
     let without_digest = image.split('@').next().unwrap_or(image);
     let last_slash = without_digest.rfind('/').map_or(0, |i| i + 1);
     match without_digest[last_slash..].rfind(':') {
-        Some(colon) => (&without_digest[..last_slash + colon], &without_digest[last_slash + colon + 1..]),
+        Some(colon) => (
+            &without_digest[..last_slash + colon],
+            &without_digest[last_slash + colon + 1..],
+        ),
         None => (without_digest, "latest"),
     }
 }
@@ -135,18 +185,43 @@ mod tests {
 
     #[test]
     fn splits_image_references() {
-        assert_eq!(split_image("memcached:1.6.26-alpine3.19"), ("memcached", "1.6.26-alpine3.19"));
-        assert_eq!(split_image("registry:5000/team/memcached"), ("registry:5000/team/memcached", "latest"));
-        assert_eq!(split_image("docker.io/library/memcached:1.6@sha256:abc"), ("docker.io/library/memcached", "1.6"));
+        assert_eq!(
+            split_image("memcached:1.6.26-alpine3.19"),
+            ("memcached", "1.6.26-alpine3.19")
+        );
+        assert_eq!(
+            split_image("registry:5000/team/memcached"),
+            ("registry:5000/team/memcached", "latest")
+        );
+        assert_eq!(
+            split_image("docker.io/library/memcached:1.6@sha256:abc"),
+            ("docker.io/library/memcached", "1.6")
+        );
     }
 
     #[test]
     fn image_flags_need_the_plugin() {
-        let options = ImageOptions { image: Some("memcached:1.6".into()), ..Default::default() };
-        assert!(select(None, options.clone()).unwrap_err().to_string().contains("--plugins deploy-image/v1-alpha"));
+        let options = ImageOptions {
+            image: Some("memcached:1.6".into()),
+            ..Default::default()
+        };
+        assert!(
+            select(None, options.clone())
+                .unwrap_err()
+                .to_string()
+                .contains("--plugins deploy-image/v1-alpha")
+        );
         let image = select(Some(NAME), options).unwrap().unwrap();
-        assert_eq!((image.container_name.as_str(), image.image_tag.as_str()), ("memcached", "1.6"));
-        assert!(select(Some(NAME), ImageOptions::default()).unwrap_err().to_string().contains("needs `--image`"));
+        assert_eq!(
+            (image.container_name.as_str(), image.image_tag.as_str()),
+            ("memcached", "1.6")
+        );
+        assert!(
+            select(Some(NAME), ImageOptions::default())
+                .unwrap_err()
+                .to_string()
+                .contains("needs `--image`")
+        );
         assert!(select(Some("helm/v1"), ImageOptions::default()).is_err());
     }
 }

@@ -129,8 +129,15 @@ pub fn init(dir: &Path, options: &InitOptions) -> Result<Plan> {
             );
         }
     }
-    let mut project = Project::new(&options.domain, options.project_name.as_str(), options.repo.clone());
-    let rust = project.plugins.entry(project::RUST_PLUGIN.to_string()).or_default();
+    let mut project = Project::new(
+        &options.domain,
+        options.project_name.as_str(),
+        options.repo.clone(),
+    );
+    let rust = project
+        .plugins
+        .entry(project::RUST_PLUGIN.to_string())
+        .or_default();
     rust.license = Some(options.license.key().to_string());
     rust.owner = options.owner.clone();
 
@@ -138,7 +145,11 @@ pub fn init(dir: &Path, options: &InitOptions) -> Result<Plan> {
     let context = tera::Context::from_serialize(ProjectContext::new(&project)?)?;
     plan.add_set("init", &context, |_| IfExists::Error)?;
     plan.add(project::FILE_NAME, project.render(), IfExists::Error);
-    plan.add("config/rbac/role.yaml", crate::manifests::render_role(&[]), IfExists::Error);
+    plan.add(
+        "config/rbac/role.yaml",
+        crate::manifests::render_role(&[]),
+        IfExists::Error,
+    );
     Ok(plan)
 }
 
@@ -149,7 +160,9 @@ pub fn create_api(dir: &Path, options: &ApiOptions) -> Result<Plan> {
     let qualified_group = options.group.qualified(&domain)?;
     check_single_group(&project, &options.group)?;
 
-    let existing = project.find(&options.group, &options.version, &options.kind).cloned();
+    let existing = project
+        .find(&options.group, &options.version, &options.kind)
+        .cloned();
     if existing.is_some() && !options.force {
         bail!(
             "API resource already exists: `{}/{}, Kind={}` is in PROJECT\nhelp: pass `--force` to scaffold it again (its files are overwritten)",
@@ -165,14 +178,21 @@ pub fn create_api(dir: &Path, options: &ApiOptions) -> Result<Plan> {
         );
     }
     if !options.resource && !options.controller {
-        bail!("nothing to scaffold: both `--resource` and `--controller` are false\nhelp: leave one of them on");
+        bail!(
+            "nothing to scaffold: both `--resource` and `--controller` are false\nhelp: leave one of them on"
+        );
     }
     if options.image.is_some() && !(options.resource && options.controller) {
-        bail!("the deploy-image plugin scaffolds both the type and its controller\nhelp: drop `--resource=false` and `--controller=false`");
+        bail!(
+            "the deploy-image plugin scaffolds both the type and its controller\nhelp: drop `--resource=false` and `--controller=false`"
+        );
     }
 
     let default_plural = options.kind.default_plural();
-    let plural = options.plural.clone().unwrap_or_else(|| default_plural.clone());
+    let plural = options
+        .plural
+        .clone()
+        .unwrap_or_else(|| default_plural.clone());
     let base = ProjectContext::new(&project)?;
     let api = ApiContext {
         group: options.group.to_string(),
@@ -190,7 +210,13 @@ pub fn create_api(dir: &Path, options: &ApiOptions) -> Result<Plan> {
     context.extend(tera::Context::from_serialize(&api)?);
 
     let mut plan = Plan::new(dir);
-    let owned = |path: &str| if path.ends_with("/mod.rs") { IfExists::Skip } else { IfExists::Error };
+    let owned = |path: &str| {
+        if path.ends_with("/mod.rs") {
+            IfExists::Skip
+        } else {
+            IfExists::Error
+        }
+    };
     if options.resource {
         plan.add_set("api", &context, owned)?;
     }
@@ -204,7 +230,10 @@ pub fn create_api(dir: &Path, options: &ApiOptions) -> Result<Plan> {
 
     project.upsert(Resource {
         api: if options.resource {
-            Some(Api { crd_version: "v1".into(), namespaced: options.namespaced })
+            Some(Api {
+                crd_version: "v1".into(),
+                namespaced: options.namespaced,
+            })
         } else {
             existing.as_ref().and_then(|r| r.api.clone())
         },
@@ -212,12 +241,16 @@ pub fn create_api(dir: &Path, options: &ApiOptions) -> Result<Plan> {
         domain: domain.to_string(),
         group: options.group.to_string(),
         kind: options.kind.to_string(),
-        path: Some(format!("{}::api::{}::{}", base.crate_name, options.version, options.kind)),
+        path: Some(format!(
+            "{}::api::{}::{}",
+            base.crate_name, options.version, options.kind
+        )),
         plural: (plural != default_plural).then(|| plural.to_string()),
         version: options.version.to_string(),
     });
     if let Some(image) = &options.image {
-        project.upsert_plugin_resource(project::DEPLOY_IMAGE_PLUGIN, image.record(&domain, options));
+        project
+            .upsert_plugin_resource(project::DEPLOY_IMAGE_PLUGIN, image.record(&domain, options));
     }
     plan.add(project::FILE_NAME, project.render(), IfExists::Overwrite);
     if options.force {
@@ -237,10 +270,19 @@ fn check_single_group(project: &Project, group: &Group) -> Result<()> {
 }
 
 /// Registers the new API and controller with the code and manifests that list them.
-fn wire(plan: &mut Plan, base: &ProjectContext, api: &ApiContext, options: &ApiOptions) -> Result<()> {
+fn wire(
+    plan: &mut Plan,
+    base: &ProjectContext,
+    api: &ApiContext,
+    options: &ApiOptions,
+) -> Result<()> {
     let (version, kind, kind_snake) = (&api.version, &api.kind, &api.kind_snake);
     if options.resource {
-        plan.insert(Insertion { path: "src/api/mod.rs", marker: "versions", fragment: format!("pub mod {version};") })?;
+        plan.insert(Insertion {
+            path: "src/api/mod.rs",
+            marker: "versions",
+            fragment: format!("pub mod {version};"),
+        })?;
         plan.insert(Insertion {
             path: &format!("src/api/{version}/mod.rs"),
             marker: "kinds",
@@ -249,12 +291,15 @@ fn wire(plan: &mut Plan, base: &ProjectContext, api: &ApiContext, options: &ApiO
         plan.insert(Insertion {
             path: "src/bin/crdgen.rs",
             marker: "imports",
-            fragment: "use kube::CustomResourceExt;".to_string(),
+            fragment: sorted_lines(&[
+                "use kube::CustomResourceExt;".to_string(),
+                format!("use {}::api;", base.crate_name),
+            ]),
         })?;
         plan.insert(Insertion {
             path: "src/bin/crdgen.rs",
             marker: "crds",
-            fragment: format!("        {}::api::{version}::{kind}::crd(),", base.crate_name),
+            fragment: format!("        api::{version}::{kind}::crd(),"),
         })?;
         plan.insert(Insertion {
             path: "config/crd/kustomization.yaml",
@@ -269,7 +314,9 @@ fn wire(plan: &mut Plan, base: &ProjectContext, api: &ApiContext, options: &ApiO
         plan.insert(Insertion {
             path: "config/rbac/kustomization.yaml",
             marker: "rbackustomizeresource",
-            fragment: ["admin", "editor", "viewer"].map(|r| format!("- {kind_snake}_{r}_role.yaml")).join("\n"),
+            fragment: ["admin", "editor", "viewer"]
+                .map(|r| format!("- {kind_snake}_{r}_role.yaml"))
+                .join("\n"),
         })?;
     }
     if options.controller {
@@ -280,14 +327,37 @@ fn wire(plan: &mut Plan, base: &ProjectContext, api: &ApiContext, options: &ApiO
         })?;
         plan.insert(Insertion {
             path: "src/main.rs",
+            marker: "imports",
+            fragment: format!("use {}::controller;", base.crate_name),
+        })?;
+        plan.insert(Insertion {
+            path: "src/main.rs",
             marker: "controllers",
-            fragment: format!(
-                "    controllers.spawn({}::controller::{kind_snake}::run(client.clone(), shutdown.clone()));",
-                base.crate_name
-            ),
+            fragment: spawn_controller(kind_snake),
         })?;
     }
     Ok(())
+}
+
+/// Import lines in the order rustfmt keeps them.
+fn sorted_lines(lines: &[String]) -> String {
+    let mut lines = lines.to_vec();
+    lines.sort();
+    lines.join("\n")
+}
+
+/// The line `main` spawns a controller with, wrapped the way rustfmt wraps it when it is too long.
+fn spawn_controller(kind_snake: &str) -> String {
+    let line = format!(
+        "    controllers.spawn(controller::{kind_snake}::run(client.clone(), shutdown.clone()));"
+    );
+    if line.len() <= 100 {
+        line
+    } else {
+        format!(
+            "    controllers.spawn(controller::{kind_snake}::run(\n        client.clone(),\n        shutdown.clone(),\n    ));"
+        )
+    }
 }
 
 /// Rebuilds a project from its PROJECT file alone into the empty directory `output`: `init`, then

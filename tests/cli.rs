@@ -1,0 +1,529 @@
+//! The CLI as users run it: the real binary in temporary directories.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn rustbuilder(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rustbuilder"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("rustbuilder runs")
+}
+
+fn ok(dir: &Path, args: &[&str]) -> Output {
+    let output = rustbuilder(dir, args);
+    assert!(
+        output.status.success(),
+        "`rustbuilder {}` failed:\n{}",
+        args.join(" "),
+        stderr(&output)
+    );
+    output
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Every file under `dir` with its bytes, for before/after comparisons.
+fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                out.insert(
+                    path.strip_prefix(root).unwrap().to_path_buf(),
+                    b"<dir>".to_vec(),
+                );
+                walk(root, &path, out);
+            } else {
+                out.insert(
+                    path.strip_prefix(root).unwrap().to_path_buf(),
+                    std::fs::read(&path).unwrap(),
+                );
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+/// A project made by `init` + `create api`, as in the tutorial.
+fn memcached_project() -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix("memcached-operator")
+        .tempdir()
+        .unwrap();
+    ok(
+        dir.path(),
+        &[
+            "init",
+            "--domain",
+            "example.com",
+            "--project-name",
+            "memcached-operator",
+        ],
+    );
+    ok(
+        dir.path(),
+        &[
+            "create",
+            "api",
+            "--group",
+            "cache",
+            "--version",
+            "v1alpha1",
+            "--kind",
+            "Memcached",
+        ],
+    );
+    dir
+}
+
+/// Runs a command that must fail, and checks it failed cleanly: non-zero, the expected message, no change.
+fn refused(dir: &Path, args: &[&str], expected: &[&str]) {
+    let before = tree(dir);
+    let output = rustbuilder(dir, args);
+    let message = stderr(&output);
+    assert!(
+        !output.status.success(),
+        "`rustbuilder {}` should fail",
+        args.join(" ")
+    );
+    for text in expected {
+        assert!(
+            message.contains(text),
+            "`rustbuilder {}`: expected {text:?} in:\n{message}",
+            args.join(" ")
+        );
+    }
+    assert_eq!(
+        tree(dir),
+        before,
+        "`rustbuilder {}` changed the directory",
+        args.join(" ")
+    );
+}
+
+#[test]
+fn init_and_create_api_scaffold_the_tutorial_layout() {
+    let dir = memcached_project();
+    let files = tree(dir.path());
+    for expected in [
+        "PROJECT",
+        "Cargo.toml",
+        "Makefile",
+        "Dockerfile",
+        ".dockerignore",
+        ".gitignore",
+        "README.md",
+        "src/main.rs",
+        "src/lib.rs",
+        "src/bin/crdgen.rs",
+        "src/api/v1alpha1/memcached.rs",
+        "src/controller/memcached.rs",
+        "tests/envtest/mod.rs",
+        "tests/memcached_controller.rs",
+        "config/default/kustomization.yaml",
+        "config/manager/manager.yaml",
+        "config/rbac/role.yaml",
+        "config/rbac/memcached_admin_role.yaml",
+        "config/rbac/memcached_editor_role.yaml",
+        "config/rbac/memcached_viewer_role.yaml",
+        "config/samples/cache_v1alpha1_memcached.yaml",
+        "config/crd/kustomization.yaml",
+    ] {
+        assert!(
+            files.contains_key(Path::new(expected)),
+            "missing {expected}"
+        );
+    }
+    let project = std::fs::read_to_string(dir.path().join("PROJECT")).unwrap();
+    for line in [
+        "domain: example.com",
+        "projectName: memcached-operator",
+        "kind: Memcached",
+        "group: cache",
+    ] {
+        assert!(project.contains(line), "PROJECT lacks `{line}`:\n{project}");
+    }
+    let main = std::fs::read_to_string(dir.path().join("src/main.rs")).unwrap();
+    assert!(main.contains(
+        "controllers.spawn(controller::memcached::run(client.clone(), shutdown.clone()));"
+    ));
+    let crds = std::fs::read_to_string(dir.path().join("config/crd/kustomization.yaml")).unwrap();
+    assert!(crds.contains("- bases/cache.example.com_memcacheds.yaml"));
+}
+
+#[test]
+fn output_is_deterministic() {
+    let first = memcached_project();
+    let second = memcached_project();
+    assert_eq!(tree(first.path()), tree(second.path()));
+}
+
+#[test]
+fn a_second_kind_joins_the_first() {
+    let dir = memcached_project();
+    ok(
+        dir.path(),
+        &[
+            "create",
+            "api",
+            "--group",
+            "cache",
+            "--version",
+            "v1beta1",
+            "--kind",
+            "MemcachedBackup",
+        ],
+    );
+    let main = std::fs::read_to_string(dir.path().join("src/main.rs")).unwrap();
+    assert!(
+        main.contains("controller::memcached::run")
+            && main.contains("controller::memcached_backup::run")
+    );
+    let api = std::fs::read_to_string(dir.path().join("src/api/mod.rs")).unwrap();
+    assert!(api.contains("pub mod v1alpha1;\npub mod v1beta1;"), "{api}");
+    let project = std::fs::read_to_string(dir.path().join("PROJECT")).unwrap();
+    assert_eq!(project.matches("kind: ").count(), 2, "{project}");
+}
+
+#[test]
+fn bad_names_are_refused_with_rule_and_fix() {
+    let empty = tempfile::tempdir().unwrap();
+    refused(
+        empty.path(),
+        &["init", "--domain", "Example.COM"],
+        &["invalid domain `Example.COM`", "DNS-1123", "help:"],
+    );
+    refused(
+        empty.path(),
+        &[
+            "init",
+            "--domain",
+            "example.com",
+            "--project-name",
+            "My_Project",
+        ],
+        &["invalid project name"],
+    );
+    refused(
+        empty.path(),
+        &["init", "--domain=-x"],
+        &["looks like another flag"],
+    );
+
+    let dir = memcached_project();
+    let api = |extra: &[&'static str]| {
+        let mut args = vec![
+            "create",
+            "api",
+            "--group",
+            "cache",
+            "--version",
+            "v1",
+            "--kind",
+            "Other",
+        ];
+        args.extend_from_slice(extra);
+        args
+    };
+    refused(
+        dir.path(),
+        &["create", "api", "--group", "Cache", "--kind", "Other"],
+        &["invalid group `Cache`", "DNS-1123"],
+    );
+    refused(
+        dir.path(),
+        &[
+            "create",
+            "api",
+            "--group",
+            "cache",
+            "--version",
+            "1alpha",
+            "--kind",
+            "Other",
+        ],
+        &["invalid version"],
+    );
+    refused(
+        dir.path(),
+        &["create", "api", "--group", "cache", "--kind", "other"],
+        &["invalid kind `other`", "uppercase", "--kind Other"],
+    );
+    refused(
+        dir.path(),
+        &["create", "api", "--group", "cache", "--kind", "Mem_cached"],
+        &["invalid kind"],
+    );
+    refused(
+        dir.path(),
+        &api(&["--plural", "Others"]),
+        &["invalid plural `Others`"],
+    );
+    refused(
+        dir.path(),
+        &["create", "api", "--group=-v1", "--kind", "Other"],
+        &["invalid group `-v1`", "looks like another flag"],
+    );
+    refused(
+        dir.path(),
+        &[
+            "create",
+            "api",
+            "--group",
+            "--version",
+            "v1",
+            "--kind",
+            "Other",
+        ],
+        &["--group <GROUP>"],
+    );
+}
+
+#[test]
+fn init_refuses_an_initialized_directory() {
+    let dir = memcached_project();
+    refused(
+        dir.path(),
+        &["init", "--domain", "example.org"],
+        &["already initialized", "PROJECT"],
+    );
+}
+
+#[test]
+fn create_api_needs_a_project() {
+    let dir = tempfile::tempdir().unwrap();
+    refused(
+        dir.path(),
+        &["create", "api", "--group", "cache", "--kind", "Memcached"],
+        &["no `PROJECT` file", "rustbuilder init"],
+    );
+}
+
+#[test]
+fn the_same_kind_twice_needs_force() {
+    let dir = memcached_project();
+    let args = [
+        "create",
+        "api",
+        "--group",
+        "cache",
+        "--version",
+        "v1alpha1",
+        "--kind",
+        "Memcached",
+    ];
+    refused(
+        dir.path(),
+        &args,
+        &["API resource already exists", "--force"],
+    );
+
+    // With --force the user's edits to the type are replaced, and nothing else changes.
+    let type_file = dir.path().join("src/api/v1alpha1/memcached.rs");
+    let generated = std::fs::read_to_string(&type_file).unwrap();
+    std::fs::write(&type_file, "// edited\n").unwrap();
+    let before = tree(dir.path());
+    ok(dir.path(), &[&args[..], &["--force"]].concat());
+    assert_eq!(std::fs::read_to_string(&type_file).unwrap(), generated);
+    let after = tree(dir.path());
+    let changed: Vec<_> = after
+        .keys()
+        .filter(|k| before.get(*k) != after.get(*k))
+        .collect();
+    assert_eq!(changed, vec![Path::new("src/api/v1alpha1/memcached.rs")]);
+}
+
+#[test]
+fn a_second_group_is_refused() {
+    let dir = memcached_project();
+    refused(
+        dir.path(),
+        &["create", "api", "--group", "web", "--kind", "Site"],
+        &["multiple groups are not allowed", "`cache`"],
+    );
+}
+
+#[test]
+fn an_unwritable_target_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    // `src` is a file, so no file can be written below it; init must fail before writing anything else.
+    std::fs::write(dir.path().join("src"), "not a directory").unwrap();
+    refused(
+        dir.path(),
+        &["init", "--domain", "example.com", "--project-name", "demo"],
+        &["failed to"],
+    );
+
+    let project = memcached_project();
+    std::fs::remove_dir_all(project.path().join("config/samples")).unwrap();
+    std::fs::write(project.path().join("config/samples"), "in the way").unwrap();
+    refused(
+        project.path(),
+        &["create", "api", "--group", "cache", "--kind", "Other"],
+        &["config/samples"],
+    );
+}
+
+#[test]
+fn user_code_outside_markers_is_kept() {
+    let dir = memcached_project();
+    let main = dir.path().join("src/main.rs");
+    let edited = std::fs::read_to_string(&main)
+        .unwrap()
+        .replace("    let shutdown", "    // user code\n    let shutdown");
+    std::fs::write(&main, &edited).unwrap();
+    ok(
+        dir.path(),
+        &["create", "api", "--group", "cache", "--kind", "Other"],
+    );
+    let after = std::fs::read_to_string(&main).unwrap();
+    assert!(after.contains("// user code"));
+    assert!(after.contains("controller::other::run"));
+}
+
+#[test]
+fn a_removed_marker_is_an_error_not_a_silent_skip() {
+    let dir = memcached_project();
+    let main = dir.path().join("src/main.rs");
+    let text = std::fs::read_to_string(&main)
+        .unwrap()
+        .replace("    // +rustbuilder:scaffold:controllers\n", "");
+    std::fs::write(&main, text).unwrap();
+    refused(
+        dir.path(),
+        &["create", "api", "--group", "cache", "--kind", "Other"],
+        &["src/main.rs", "+rustbuilder:scaffold:controllers"],
+    );
+}
+
+#[test]
+fn every_command_has_help_with_an_example() {
+    for command in [
+        &["init"][..],
+        &["create", "api"],
+        &["manifests"],
+        &["alpha", "generate"],
+        &["envtest", "use"],
+        &["envtest", "list"],
+        &["version"],
+        &["completion"],
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let output = ok(dir.path(), &[command, &["--help"]].concat());
+        let help = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            help.contains("Example"),
+            "`{} --help` has no example:\n{help}",
+            command.join(" ")
+        );
+    }
+}
+
+#[test]
+fn version_and_completion() {
+    let dir = tempfile::tempdir().unwrap();
+    let version = ok(dir.path(), &["version"]);
+    assert!(String::from_utf8_lossy(&version.stdout).contains(env!("CARGO_PKG_VERSION")));
+    let completion = ok(dir.path(), &["completion", "bash"]);
+    assert!(String::from_utf8_lossy(&completion.stdout).contains("rustbuilder"));
+    refused(dir.path(), &["completion", "tcsh"], &["invalid value"]);
+}
+
+#[test]
+fn alpha_generate_rebuilds_the_project_from_project_file() {
+    let original = memcached_project();
+    let out = tempfile::tempdir().unwrap();
+    let target = out.path().join("copy");
+    ok(
+        original.path(),
+        &[
+            "alpha",
+            "generate",
+            "--output-dir",
+            target.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(tree(&target), tree(original.path()));
+
+    // In place: user edits are replaced by the scaffold, `.git` is kept.
+    std::fs::create_dir(original.path().join(".git")).unwrap();
+    std::fs::write(original.path().join(".git/HEAD"), "ref").unwrap();
+    std::fs::write(original.path().join("src/lib.rs"), "// edited").unwrap();
+    ok(original.path(), &["alpha", "generate"]);
+    let mut regenerated = tree(original.path());
+    regenerated.retain(|k, _| !k.starts_with(".git"));
+    assert_eq!(regenerated, tree(&target));
+    assert!(original.path().join(".git/HEAD").exists());
+}
+
+#[test]
+fn manifests_check_names_stale_files() {
+    let dir = memcached_project();
+    // No crdgen run is needed to see that role.yaml is stale once a marker changes.
+    let controller = dir.path().join("src/controller/memcached.rs");
+    let text = std::fs::read_to_string(&controller)
+        .unwrap()
+        .replace("verbs=get;patch", "verbs=get;patch;update");
+    std::fs::write(&controller, text).unwrap();
+    let rules = rustbuilder::manifests::rbac_rules(dir.path()).unwrap();
+    let role = rustbuilder::manifests::render_role(&rules);
+    assert!(role.contains("- update"), "{role}");
+    assert_ne!(
+        std::fs::read_to_string(dir.path().join("config/rbac/role.yaml")).unwrap(),
+        role
+    );
+}
+
+#[test]
+fn generated_rust_is_rustfmt_clean_for_short_and_long_names() {
+    let rustfmt = Command::new("rustfmt").arg("--version").output();
+    assert!(
+        rustfmt.is_ok_and(|o| o.status.success()),
+        "rustfmt is missing: install it with `rustup component add rustfmt`"
+    );
+    for kind in [
+        "Db",
+        "Memcached",
+        "ExtraordinarilyLongMemcachedClusterConfiguration",
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        ok(
+            dir.path(),
+            &[
+                "init",
+                "--domain",
+                "example.com",
+                "--project-name",
+                "a-rather-long-operator-project-name",
+            ],
+        );
+        ok(
+            dir.path(),
+            &["create", "api", "--group", "cache", "--kind", kind],
+        );
+        let mut files = Vec::new();
+        for (path, _) in tree(dir.path()) {
+            if path.extension().is_some_and(|e| e == "rs") {
+                files.push(dir.path().join(path));
+            }
+        }
+        let output = Command::new("rustfmt")
+            .args(["--edition", "2024", "--check"])
+            .args(&files)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "generated code for kind {kind} is not rustfmt-clean:\n{}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+    }
+}
