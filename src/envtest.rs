@@ -46,14 +46,20 @@ pub fn default_bin_dir() -> Result<PathBuf> {
     Ok(PathBuf::from(home).join(".local/share/kubebuilder-envtest"))
 }
 
-/// `1.36.3-linux-amd64`, the directory name setup-envtest uses.
-pub fn platform_dir(version: &str) -> String {
+/// `linux/amd64`: the platform in Go's words, as setup-envtest names it.
+pub fn platform() -> (&'static str, &'static str) {
     let arch = match std::env::consts::ARCH {
         "x86_64" => "amd64",
         "aarch64" => "arm64",
         other => other,
     };
-    format!("{version}-{}-{arch}", std::env::consts::OS)
+    (std::env::consts::OS, arch)
+}
+
+/// `1.36.3-linux-amd64`, the directory name setup-envtest uses.
+pub fn platform_dir(version: &str) -> String {
+    let (os, arch) = platform();
+    format!("{version}-{os}-{arch}")
 }
 
 /// Checks `1.36.3`-style versions (a leading `v` is accepted and dropped).

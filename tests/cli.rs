@@ -527,3 +527,80 @@ fn generated_rust_is_rustfmt_clean_for_short_and_long_names() {
         );
     }
 }
+
+/// A directory that looks like a complete asset set (empty files are enough for discovery).
+fn fake_assets(dir: &Path) {
+    std::fs::create_dir_all(dir.join("kwok-stages")).unwrap();
+    for binary in rustbuilder::envtest::BINARIES {
+        std::fs::write(dir.join(binary), "").unwrap();
+    }
+}
+
+#[test]
+fn envtest_use_prefers_kubebuilder_assets_then_the_cache() {
+    let home = tempfile::tempdir().unwrap();
+    let assets = home.path().join("assets");
+    fake_assets(&assets);
+    let output = Command::new(env!("CARGO_BIN_EXE_rustbuilder"))
+        .args(["envtest", "use", "1.36.3", "-p", "path", "--bin-dir"])
+        .arg(home.path().join("cache"))
+        .env("KUBEBUILDER_ASSETS", &assets)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        assets.to_str().unwrap()
+    );
+
+    let cached = home
+        .path()
+        .join("cache/k8s")
+        .join(rustbuilder::envtest::platform_dir("1.36.3"));
+    fake_assets(&cached);
+    let output = Command::new(env!("CARGO_BIN_EXE_rustbuilder"))
+        .args(["envtest", "use", "1.36.3", "-p", "env", "--bin-dir"])
+        .arg(home.path().join("cache"))
+        .env_remove("KUBEBUILDER_ASSETS")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        format!("export KUBEBUILDER_ASSETS='{}'", cached.display())
+    );
+
+    let list = Command::new(env!("CARGO_BIN_EXE_rustbuilder"))
+        .args(["envtest", "list", "--bin-dir"])
+        .arg(home.path().join("cache"))
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&list.stdout);
+    assert!(
+        listed.contains("1.36.3-") && listed.contains("complete"),
+        "{listed}"
+    );
+}
+
+#[test]
+fn envtest_use_without_assets_or_go_says_what_to_install() {
+    let home = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_rustbuilder"))
+        .args(["envtest", "use", "1.36.3", "--bin-dir"])
+        .arg(home.path())
+        .env_remove("KUBEBUILDER_ASSETS")
+        .env_remove("GO")
+        .env("PATH", home.path())
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let message = stderr(&output);
+    assert!(
+        message.contains("Go is not installed") && message.contains("install Go"),
+        "{message}"
+    );
+    assert!(
+        rustbuilder::envtest::list(home.path()).unwrap().is_empty(),
+        "a failed build left a cache entry"
+    );
+}

@@ -86,11 +86,10 @@ pub fn run(command: Command) -> Result<()> {
                         Source::Cache => "cache",
                         Source::Built => "built now",
                     };
+                    let (os, arch) = envtest::platform();
+                    let path = dir.display();
                     println!(
-                        "Version: {version}\nOS/Arch: {}/{}\nSource:  {from}\nPath:    {}",
-                        std::env::consts::OS,
-                        std::env::consts::ARCH,
-                        dir.display()
+                        "Version: {version}\nOS/Arch: {os}/{arch}\nSource:  {from}\nPath:    {path}"
                     );
                 }
             }
