@@ -37,7 +37,7 @@ lint: ## Check formatting and clippy for the CLI.
 	cargo clippy --locked --all-targets -- -D warnings
 
 .PHONY: test
-test: build lint test-cli verify-testdata test-testdata ## Run every test: CLI, golden projects, their own tests on a real control plane.
+test: build lint test-cli test-harness verify-testdata test-testdata ## Run every test: CLI, golden projects, their own tests on a real control plane.
 
 .PHONY: test-cli
 test-cli: ## Unit and integration tests of the CLI.
@@ -46,6 +46,14 @@ test-cli: ## Unit and integration tests of the CLI.
 .PHONY: envtest
 envtest: build ## Provide the control-plane binaries (built from Go modules the first time).
 	$(RUSTBUILDER) envtest use $(ENVTEST_K8S_VERSION) -p path
+
+ASSETS = $$($(RUSTBUILDER) envtest use $(ENVTEST_K8S_VERSION) -p path)
+
+.PHONY: test-harness
+test-harness: build envtest ## Test the envtest harness that generated projects carry (real control plane).
+	cd hack/envtest-harness && CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) cargo fmt --check
+	cd hack/envtest-harness && CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) cargo clippy --all-targets -- -D warnings
+	cd hack/envtest-harness && KUBEBUILDER_ASSETS="$(ASSETS)" CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) cargo test
 
 .PHONY: testdata
 testdata: build ## Regenerate the sample projects in testdata/ from their PROJECT files.
