@@ -492,7 +492,7 @@ fn generated_rust_is_rustfmt_clean_for_short_and_long_names() {
     for kind in [
         "Db",
         "Memcached",
-        "ExtraordinarilyLongMemcachedClusterConfiguration",
+        "MemcachedClusterBackup",
     ] {
         let dir = tempfile::tempdir().unwrap();
         ok(

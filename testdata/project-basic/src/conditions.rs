@@ -7,27 +7,34 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
-/// Builds a condition; `now` becomes its transition time unless [`set_condition`] keeps an older one.
+/// The current time, truncated to whole seconds as the API server stores it, so a time we computed
+/// compares equal to the one we read back.
+pub fn now() -> Time {
+    let now = Timestamp::now();
+    Time(Timestamp::from_second(now.as_second()).unwrap_or(now))
+}
+
+/// Builds a condition. `status` is `"True"`, `"False"` or `"Unknown"`; `reason` is CamelCase.
 pub fn condition(
     type_: &str,
-    status: bool,
+    status: &str,
     reason: &str,
     message: impl Into<String>,
-    generation: Option<i64>,
-    now: Timestamp,
+    observed_generation: Option<i64>,
+    now: &Time,
 ) -> Condition {
     Condition {
         type_: type_.to_string(),
-        status: if status { "True" } else { "False" }.to_string(),
+        status: status.to_string(),
         reason: reason.to_string(),
         message: message.into(),
-        observed_generation: generation,
-        last_transition_time: Time(now),
+        observed_generation,
+        last_transition_time: now.clone(),
     }
 }
 
 /// Adds or replaces the condition of the same type, keeping the old `lastTransitionTime` when the status did
-/// not change, so that an unchanged object gets a byte-identical status (and no needless API write).
+/// not change (like Go's `meta.SetStatusCondition`), so re-asserting a condition never rewrites the object.
 pub fn set_condition(conditions: &mut Vec<Condition>, mut new: Condition) {
     match conditions.iter_mut().find(|c| c.type_ == new.type_) {
         Some(old) => {
@@ -49,57 +56,37 @@ pub fn find_condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'
 mod tests {
     use super::*;
 
-    fn at(seconds: i64) -> Timestamp {
-        Timestamp::from_second(seconds).unwrap()
+    fn at(seconds: i64) -> Time {
+        Time(Timestamp::from_second(seconds).unwrap())
     }
 
     #[test]
     fn keeps_transition_time_while_status_holds() {
         let mut conditions = Vec::new();
-        set_condition(
-            &mut conditions,
-            condition("Ready", false, "Starting", "", Some(1), at(10)),
-        );
-        set_condition(
-            &mut conditions,
-            condition("Ready", false, "Waiting", "still", Some(2), at(20)),
-        );
+        set_condition(&mut conditions, condition("Ready", "False", "Starting", "", Some(1), &at(10)));
+        set_condition(&mut conditions, condition("Ready", "False", "Waiting", "", Some(2), &at(20)));
         assert_eq!(conditions.len(), 1);
-        assert_eq!(conditions[0].last_transition_time, Time(at(10)));
+        assert_eq!(conditions[0].last_transition_time, at(10));
         assert_eq!(conditions[0].reason, "Waiting");
 
-        set_condition(
-            &mut conditions,
-            condition("Ready", true, "Done", "", Some(2), at(30)),
-        );
-        assert_eq!(conditions[0].last_transition_time, Time(at(30)));
-        assert_eq!(
-            find_condition(&conditions, "Ready").map(|c| c.status.as_str()),
-            Some("True")
-        );
+        set_condition(&mut conditions, condition("Ready", "True", "Done", "", Some(2), &at(30)));
+        assert_eq!(conditions[0].last_transition_time, at(30));
+        let ready = find_condition(&conditions, "Ready").unwrap();
+        assert_eq!(ready.status, "True");
     }
 
     #[test]
     fn one_entry_per_type() {
         let mut conditions = Vec::new();
-        set_condition(
-            &mut conditions,
-            condition("Available", true, "A", "", None, at(1)),
-        );
-        set_condition(
-            &mut conditions,
-            condition("Degraded", false, "B", "", None, at(1)),
-        );
-        set_condition(
-            &mut conditions,
-            condition("Available", false, "C", "", None, at(2)),
-        );
-        assert_eq!(
-            conditions
-                .iter()
-                .map(|c| c.type_.as_str())
-                .collect::<Vec<_>>(),
-            ["Available", "Degraded"]
-        );
+        set_condition(&mut conditions, condition("Available", "True", "A", "", None, &at(1)));
+        set_condition(&mut conditions, condition("Degraded", "False", "B", "", None, &at(1)));
+        set_condition(&mut conditions, condition("Available", "False", "C", "", None, &at(2)));
+        let types: Vec<&str> = conditions.iter().map(|c| c.type_.as_str()).collect();
+        assert_eq!(types, ["Available", "Degraded"]);
+    }
+
+    #[test]
+    fn now_has_whole_seconds() {
+        assert_eq!(now().0.subsec_nanosecond(), 0);
     }
 }

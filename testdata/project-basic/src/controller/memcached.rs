@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Future, StreamExt};
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
@@ -18,7 +18,7 @@ use kube::{Client, Resource, ResourceExt};
 use tracing::{info, warn};
 
 use crate::api::v1alpha1::{Memcached, MemcachedStatus};
-use crate::conditions::{condition, set_condition};
+use crate::conditions::{condition, now, set_condition};
 use crate::{Error, Result};
 
 // The permissions of this controller; `make manifests` turns these markers into config/rbac/role.yaml.
@@ -52,7 +52,7 @@ pub async fn run(client: Client, shutdown: impl Future<Output = ()> + Send + Syn
 /// idempotent: compute what should be, compare, and write only the difference.
 async fn reconcile(object: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action> {
     // TODO(user): create or update what the Memcached describes here, then report it in the status.
-    let status = desired_status(&object, Timestamp::now());
+    let status = desired_status(&object, &now());
     if object.status.as_ref() != Some(&status) {
         let namespace = object
             .namespace()
@@ -80,11 +80,11 @@ fn error_policy(_object: Arc<Memcached>, error: &Error, _ctx: Arc<Context>) -> A
 
 /// The status the scaffold reports: `Ready=True` for the generation it has seen. A pure function of the
 /// object (and the clock, passed in), so it is unit-tested below without a cluster.
-pub fn desired_status(object: &Memcached, now: Timestamp) -> MemcachedStatus {
+pub fn desired_status(object: &Memcached, now: &Time) -> MemcachedStatus {
     let generation = object.metadata.generation;
     let mut status = object.status.clone().unwrap_or_default();
     let message = format!("generation {} reconciled", generation.unwrap_or_default());
-    let ready = condition("Ready", true, "Reconciled", message, generation, now);
+    let ready = condition("Ready", "True", "Reconciled", message, generation, now);
     set_condition(&mut status.conditions, ready);
     status.observed_generation = generation;
     status
@@ -94,16 +94,17 @@ pub fn desired_status(object: &Memcached, now: Timestamp) -> MemcachedStatus {
 mod tests {
     use super::*;
     use crate::api::v1alpha1::MemcachedSpec;
+    use k8s_openapi::jiff::Timestamp;
 
-    fn at(seconds: i64) -> Timestamp {
-        Timestamp::from_second(seconds).unwrap()
+    fn at(seconds: i64) -> Time {
+        Time(Timestamp::from_second(seconds).unwrap())
     }
 
     #[test]
     fn a_new_object_becomes_ready() {
         let mut object = Memcached::new("sample", MemcachedSpec::default());
         object.metadata.generation = Some(3);
-        let status = desired_status(&object, at(100));
+        let status = desired_status(&object, &at(100));
         assert_eq!(status.observed_generation, Some(3));
         let [ready] = status.conditions.as_slice() else {
             panic!("expected one condition: {:?}", status.conditions);
@@ -116,8 +117,8 @@ mod tests {
     fn a_reconciled_object_needs_no_update() {
         let mut object = Memcached::new("sample", MemcachedSpec::default());
         object.metadata.generation = Some(1);
-        object.status = Some(desired_status(&object, at(100)));
+        object.status = Some(desired_status(&object, &at(100)));
         // Later reconciles compute the same status, so `reconcile` makes no API call.
-        assert_eq!(Some(desired_status(&object, at(200))), object.status);
+        assert_eq!(Some(desired_status(&object, &at(200))), object.status);
     }
 }
