@@ -114,7 +114,11 @@ struct ApiContext {
     kind: String,
     kind_snake: String,
     kind_lower: String,
+    /// `MEMCACHED` for `Memcached`: environment variable prefix (`MEMCACHED_IMAGE`).
+    kind_upper: String,
     plural: String,
+    /// The plural as a Rust identifier.
+    plural_snake: String,
     namespaced: bool,
     image: Option<DeployImage>,
 }
@@ -202,7 +206,9 @@ pub fn create_api(dir: &Path, options: &ApiOptions) -> Result<Plan> {
         kind: options.kind.to_string(),
         kind_snake: options.kind.snake(),
         kind_lower: options.kind.as_str().to_lowercase(),
+        kind_upper: options.kind.as_str().to_uppercase(),
         plural: plural.to_string(),
+        plural_snake: plural.as_str().replace('-', "_"),
         namespaced: options.namespaced,
         image: options.image.clone(),
     };
