@@ -232,6 +232,10 @@ pub fn create_api(dir: &Path, options: &ApiOptions) -> Result<Plan> {
     if options.image.is_some() {
         plan.add_set("deploy-image", &context, owned)?;
     }
+    if options.controller {
+        // Tests of the manager itself, with the first kind as their example object.
+        plan.add_set("manager-tests", &context, |_| IfExists::Skip)?;
+    }
     wire(&mut plan, &base, &api, options)?;
 
     project.upsert(Resource {
@@ -342,6 +346,19 @@ fn wire(
             fragment: spawn_controller(kind_snake),
         })?;
     }
+    if let Some(image) = &options.image {
+        // The image the deploy-image controller runs, overridable per deployment. Quoted as a JSON string
+        // (valid YAML), so a value such as `123` stays a string.
+        plan.insert(Insertion {
+            path: "config/manager/manager.yaml",
+            marker: "env",
+            fragment: format!(
+                "        - name: {}_IMAGE\n          value: {}",
+                api.kind_upper,
+                serde_json::Value::from(image.image.as_str())
+            ),
+        })?;
+    }
     Ok(())
 }
 
@@ -352,17 +369,14 @@ fn sorted_lines(lines: &[String]) -> String {
     lines.join("\n")
 }
 
-/// The line `main` spawns a controller with, wrapped the way rustfmt wraps it when it is too long.
+/// The line `main` spawns a controller with, wrapped the way rustfmt wraps a call whose arguments are
+/// wider than 60 columns.
 fn spawn_controller(kind_snake: &str) -> String {
-    let line = format!(
-        "    controllers.spawn(controller::{kind_snake}::run(client.clone(), shutdown.clone()));"
-    );
-    if line.len() <= 100 {
-        line
+    let call = format!("controller::{kind_snake}::run(manager.clone())");
+    if call.len() <= 60 {
+        format!("    controllers.spawn({call});")
     } else {
-        format!(
-            "    controllers.spawn(controller::{kind_snake}::run(\n        client.clone(),\n        shutdown.clone(),\n    ));"
-        )
+        format!("    controllers.spawn(controller::{kind_snake}::run(\n        manager.clone(),\n    ));")
     }
 }
 

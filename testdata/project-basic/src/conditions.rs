@@ -63,13 +63,22 @@ mod tests {
     #[test]
     fn keeps_transition_time_while_status_holds() {
         let mut conditions = Vec::new();
-        set_condition(&mut conditions, condition("Ready", "False", "Starting", "", Some(1), &at(10)));
-        set_condition(&mut conditions, condition("Ready", "False", "Waiting", "", Some(2), &at(20)));
+        set_condition(
+            &mut conditions,
+            condition("Ready", "False", "Starting", "", Some(1), &at(10)),
+        );
+        set_condition(
+            &mut conditions,
+            condition("Ready", "False", "Waiting", "", Some(2), &at(20)),
+        );
         assert_eq!(conditions.len(), 1);
         assert_eq!(conditions[0].last_transition_time, at(10));
         assert_eq!(conditions[0].reason, "Waiting");
 
-        set_condition(&mut conditions, condition("Ready", "True", "Done", "", Some(2), &at(30)));
+        set_condition(
+            &mut conditions,
+            condition("Ready", "True", "Done", "", Some(2), &at(30)),
+        );
         assert_eq!(conditions[0].last_transition_time, at(30));
         let ready = find_condition(&conditions, "Ready").unwrap();
         assert_eq!(ready.status, "True");
@@ -78,9 +87,18 @@ mod tests {
     #[test]
     fn one_entry_per_type() {
         let mut conditions = Vec::new();
-        set_condition(&mut conditions, condition("Available", "True", "A", "", None, &at(1)));
-        set_condition(&mut conditions, condition("Degraded", "False", "B", "", None, &at(1)));
-        set_condition(&mut conditions, condition("Available", "False", "C", "", None, &at(2)));
+        set_condition(
+            &mut conditions,
+            condition("Available", "True", "A", "", None, &at(1)),
+        );
+        set_condition(
+            &mut conditions,
+            condition("Degraded", "False", "B", "", None, &at(1)),
+        );
+        set_condition(
+            &mut conditions,
+            condition("Available", "False", "C", "", None, &at(2)),
+        );
         let types: Vec<&str> = conditions.iter().map(|c| c.type_.as_str()).collect();
         assert_eq!(types, ["Available", "Degraded"]);
     }

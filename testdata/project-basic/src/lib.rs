@@ -3,11 +3,15 @@
 
 //! project-basic: Kubernetes APIs (`api`) and the controllers that reconcile them (`controller`).
 //!
-//! The manager binary (`src/main.rs`) runs the controllers; `src/bin/crdgen.rs` prints the CRDs.
+//! The manager binary (`src/main.rs`) runs the controllers with what `manager` provides (shared handle,
+//! health probes, metrics endpoint, leader election) and records `metrics`; `src/bin/crdgen.rs` prints
+//! the CRDs.
 
 pub mod api;
 pub mod conditions;
 pub mod controller;
+pub mod manager;
+pub mod metrics;
 
 /// Everything that can make a reconcile fail. `error_policy` decides what happens next (a retry with
 /// backoff); `metric_label` names the variant in logs and metrics. Add variants as your reconcilers gain new

@@ -11,19 +11,17 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, PostParams};
 
-use project_basic::api::v1alpha1::{Memcached, MemcachedSpec};
-use project_basic::controller::memcached;
+use project_basic::api::v1alpha1::Memcached;
+use project_basic::controller::{Manager, memcached};
 
 #[tokio::test]
 async fn reconcile_marks_memcached_ready() {
     let env = envtest::TestEnv::start().await;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let controller = tokio::spawn(memcached::run(env.client(), async {
-        let _ = stopped.await;
-    }));
+    let manager = Manager::new(env.client());
+    let controller = tokio::spawn(memcached::run(manager.clone()));
     let api: Api<Memcached> = Api::namespaced(env.client(), "default");
     let name = "test-memcached".to_string();
-    let object = Memcached::new(&name, MemcachedSpec::default());
+    let object = Memcached::new(&name, Default::default());
     let created = api.create(&PostParams::default(), &object).await;
     created.expect("the API server accepts the object");
 
@@ -40,8 +38,8 @@ async fn reconcile_marks_memcached_ready() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(ready, "the Memcached did not become Ready within 10 s");
+    assert!(ready, "the object did not become Ready within 10 s");
 
-    stop.send(()).expect("the controller is still running");
+    manager.shutdown();
     controller.await.expect("the controller stops cleanly");
 }

@@ -9,14 +9,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{Future, StreamExt};
+use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use tracing::{info, warn};
 
+use super::{MANAGER_NAME, Manager};
 use crate::api::v1alpha1::{Memcached, MemcachedStatus};
 use crate::conditions::{condition, now, set_condition};
 use crate::{Error, Result};
@@ -25,24 +26,41 @@ use crate::{Error, Result};
 // +rustbuilder:rbac:groups=cache.example.com,resources=memcacheds,verbs=get;list;watch
 // +rustbuilder:rbac:groups=cache.example.com,resources=memcacheds/status,verbs=get;patch
 
-/// Identifies this controller's changes in `managedFields` (server-side apply).
-const FIELD_MANAGER: &str = "project-basic";
+/// Names this controller in metrics (`controller="memcached"`) and logs.
+const NAME: &str = "memcached";
+
+/// How many objects may be reconciled at the same time (one object is never reconciled twice at once).
+const MAX_CONCURRENT_RECONCILES: u16 = 2;
 
 /// What every reconcile shares.
 pub struct Context {
     pub client: Client,
 }
 
-/// Runs the controller until `shutdown` resolves, then lets in-flight reconciles finish.
-pub async fn run(client: Client, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
-    let memcacheds = Api::<Memcached>::all(client.clone());
-    Controller::new(memcacheds, watcher::Config::default())
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, Arc::new(Context { client }))
+/// Runs the controller until shutdown is requested, then lets in-flight reconciles finish.
+pub async fn run(manager: Manager) {
+    let api = Api::<Memcached>::all(manager.client());
+    let config = controller::Config::default().concurrency(MAX_CONCURRENT_RECONCILES);
+    let controller = Controller::new(api, watcher::Config::default())
+        .with_config(config)
+        .graceful_shutdown_on(manager.shutdown_signal());
+    manager.ready_when_synced(controller.store());
+    let metrics = manager
+        .metrics()
+        .controller(NAME, MAX_CONCURRENT_RECONCILES);
+    let ctx = Arc::new(Context {
+        client: manager.client(),
+    });
+    controller
+        .run(metrics.instrument(reconcile), error_policy, ctx)
         .for_each(|result| async move {
             match result {
-                Ok((object, _)) => info!(%object, "reconciled"),
-                Err(error) => warn!(%error, "reconcile failed"),
+                Ok((object, _)) => info!(controller = NAME, %object, "reconciled"),
+                Err(controller::Error::ReconcilerFailed(error, object)) => {
+                    warn!(controller = NAME, %object, %error, "reconcile failed")
+                }
+                // E.g. the watch failed (no permission, API server unreachable); it is retried.
+                Err(error) => warn!(controller = NAME, %error, "controller error"),
             }
         })
         .await;
@@ -56,14 +74,14 @@ async fn reconcile(object: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action> 
     if object.status.as_ref() != Some(&status) {
         let namespace = object
             .namespace()
-            .ok_or_else(|| Error::Invalid("no namespace".into()))?;
+            .ok_or_else(|| Error::InvalidObject("no namespace".into()))?;
         let api: Api<Memcached> = Api::namespaced(ctx.client.clone(), &namespace);
         let patch = serde_json::json!({
             "apiVersion": Memcached::api_version(&()),
             "kind": Memcached::kind(&()),
             "status": status,
         });
-        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let params = PatchParams::apply(MANAGER_NAME).force();
         let name = object.name_any();
         let patch = Patch::Apply(patch);
         api.patch_status(&name, &params, &patch).await?;
@@ -93,7 +111,6 @@ pub fn desired_status(object: &Memcached, now: &Time) -> MemcachedStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::v1alpha1::MemcachedSpec;
     use k8s_openapi::jiff::Timestamp;
 
     fn at(seconds: i64) -> Time {
@@ -102,7 +119,7 @@ mod tests {
 
     #[test]
     fn a_new_object_becomes_ready() {
-        let mut object = Memcached::new("sample", MemcachedSpec::default());
+        let mut object = Memcached::new("sample", Default::default());
         object.metadata.generation = Some(3);
         let status = desired_status(&object, &at(100));
         assert_eq!(status.observed_generation, Some(3));
@@ -115,7 +132,7 @@ mod tests {
 
     #[test]
     fn a_reconciled_object_needs_no_update() {
-        let mut object = Memcached::new("sample", MemcachedSpec::default());
+        let mut object = Memcached::new("sample", Default::default());
         object.metadata.generation = Some(1);
         object.status = Some(desired_status(&object, &at(100)));
         // Later reconciles compute the same status, so `reconcile` makes no API call.

@@ -1,14 +1,21 @@
 // Copyright The project-basic Authors
 // SPDX-License-Identifier: Apache-2.0
 
-//! Controllers, one module per kind, and what they share. Each controller module exposes `run`, which
-//! `main` spawns; `rustbuilder create api` adds the modules at the marker below.
+//! Controllers, one module per kind, and what they share.
+//!
+//! Each controller exposes `pub async fn run(manager: Manager)`, which `main` spawns once this process may
+//! act (it is the leader, or leader election is off). `run` returns once [`Manager::shutdown`] was requested
+//! and its reconciles in flight are done. It calls [`Manager::ready_when_synced`] once, records its
+//! reconciles with `manager.metrics().controller(..)`, and stops on [`Manager::shutdown_signal`].
+//! `rustbuilder create api` adds the modules at the marker below.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use kube::runtime::events::Reporter;
+
+pub use crate::manager::Manager;
 
 pub mod memcached;
 // +rustbuilder:scaffold:controllers
@@ -22,7 +29,9 @@ pub const MANAGER_NAME: &str = "project-basic";
 pub fn reporter() -> Reporter {
     Reporter {
         controller: MANAGER_NAME.into(),
-        instance: std::env::var("HOSTNAME").ok().filter(|name| !name.is_empty()),
+        instance: std::env::var("HOSTNAME")
+            .ok()
+            .filter(|name| !name.is_empty()),
     }
 }
 
