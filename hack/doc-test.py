@@ -135,7 +135,17 @@ class Shell:
                     proc.wait(wait)
                 except subprocess.TimeoutExpired:
                     pass
-        self.proc.stdin.close()
+        # Jobs the document started with `&` share the shell's process group: stop them too.
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                break
+            time.sleep(2)
+        try:
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass
         self.proc.wait()
 
 

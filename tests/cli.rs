@@ -152,9 +152,7 @@ fn init_and_create_api_scaffold_the_tutorial_layout() {
         assert!(project.contains(line), "PROJECT lacks `{line}`:\n{project}");
     }
     let main = std::fs::read_to_string(dir.path().join("src/main.rs")).unwrap();
-    assert!(main.contains(
-        "controllers.spawn(controller::memcached::run(client.clone(), shutdown.clone()));"
-    ));
+    assert!(main.contains("controllers.spawn(controller::memcached::run(manager.clone()));"));
     let crds = std::fs::read_to_string(dir.path().join("config/crd/kustomization.yaml")).unwrap();
     assert!(crds.contains("- bases/cache.example.com_memcacheds.yaml"));
 }
@@ -378,7 +376,7 @@ fn user_code_outside_markers_is_kept() {
     let main = dir.path().join("src/main.rs");
     let edited = std::fs::read_to_string(&main)
         .unwrap()
-        .replace("    let shutdown", "    // user code\n    let shutdown");
+        .replace("    let manager =", "    // user code\n    let manager =");
     std::fs::write(&main, &edited).unwrap();
     ok(
         dir.path(),
@@ -489,26 +487,32 @@ fn generated_rust_is_rustfmt_clean_for_short_and_long_names() {
         rustfmt.is_ok_and(|o| o.status.success()),
         "rustfmt is missing: install it with `rustup component add rustfmt`"
     );
-    for kind in [
-        "Db",
-        "Memcached",
-        "MemcachedClusterBackup",
+    let deploy_image: &[&str] = &[
+        "--plugins",
+        "deploy-image/v1-alpha",
+        "--image",
+        "memcached:1.6.26-alpine3.19",
+        "--image-container-command",
+        "memcached,--memory-limit=64,-o,modern,-v",
+        "--image-container-port",
+        "11211",
+        "--run-as-user",
+        "1001",
+    ];
+    let long_name = "a-rather-long-operator-project-name";
+    for (kind, project, plugin) in [
+        ("Db", long_name, &[][..]),
+        ("Memcached", long_name, &[][..]),
+        ("MemcachedClusterBackup", long_name, &[][..]),
+        ("Memcached", "project", deploy_image),
+        ("Db", long_name, deploy_image),
+        ("MemcachedClusterBackup", "op", deploy_image),
     ] {
         let dir = tempfile::tempdir().unwrap();
-        ok(
-            dir.path(),
-            &[
-                "init",
-                "--domain",
-                "example.com",
-                "--project-name",
-                "a-rather-long-operator-project-name",
-            ],
-        );
-        ok(
-            dir.path(),
-            &["create", "api", "--group", "cache", "--kind", kind],
-        );
+        let init = ["init", "--domain", "example.com", "--project-name", project];
+        ok(dir.path(), &init);
+        let api = ["create", "api", "--group", "cache", "--kind", kind];
+        ok(dir.path(), &[&api[..], plugin].concat());
         let mut files = Vec::new();
         for (path, _) in tree(dir.path()) {
             if path.extension().is_some_and(|e| e == "rs") {

@@ -376,7 +376,9 @@ fn spawn_controller(kind_snake: &str) -> String {
     if call.len() <= 60 {
         format!("    controllers.spawn({call});")
     } else {
-        format!("    controllers.spawn(controller::{kind_snake}::run(\n        manager.clone(),\n    ));")
+        format!(
+            "    controllers.spawn(controller::{kind_snake}::run(\n        manager.clone(),\n    ));"
+        )
     }
 }
 

@@ -1,0 +1,919 @@
+#!/usr/bin/env python3
+"""rustbuilder benchmark harness: the generated Rust Memcached operator vs Kubebuilder's Go one.
+
+Usage (from the repository root; `make bench` runs `prepare`, `build-times`, `run` and `report`):
+
+    python3 bench/bench.py prepare        # build rustbuilder, scaffold + build both operators
+    python3 bench/bench.py build-times    # scaffolding and build figures (section "Scaffolding")
+    python3 bench/bench.py run            # the cluster workloads (BENCH_SIZES, BENCH_RUNS, BENCH_IDLE)
+    python3 bench/bench.py report         # tables (Markdown) and the chart from the results
+
+Only the Python 3.11 standard library is needed, plus matplotlib for the chart (`report` says how to get it).
+Results go to bench/results/*.json; the Go project is generated in a temporary directory and never
+kept in the repository.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import os
+import shutil
+import signal
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+BENCH = REPO / "bench"
+RESULTS = BENCH / "results"
+HOME = Path.home()
+CACHE = Path(os.environ.get("CACHE_DIR", HOME / ".cache/rustbuilder"))
+KUBEBUILDER_VERSION = os.environ.get("KUBEBUILDER_VERSION", "v4.16.0")
+ENVTEST_K8S_VERSION = os.environ.get("ENVTEST_K8S_VERSION", "1.36.3")
+RB_TARGET = Path(os.environ.get("RB_TARGET_DIR", CACHE / "target"))
+PROJECTS_TARGET = Path(os.environ.get("PROJECTS_TARGET_DIR", CACHE / "target-projects"))
+RUSTBUILDER = RB_TARGET / "release/rustbuilder"
+BENCH_CACHE = CACHE / "bench"
+GO_CACHE = BENCH_CACHE / f"kubebuilder-{KUBEBUILDER_VERSION}"  # manager binary + CRD of the Go operator
+RUST_DIR = BENCH_CACHE / "rust-project"  # the generated Rust project (rebuilt by `prepare`)
+
+GROUP, VERSION, PLURAL, KIND = "cache.example.com", "v1alpha1", "memcacheds", "Memcached"
+IMAGE = "memcached:1.6.26-alpine3.19"
+INIT_FLAGS = ["--domain", "example.com"]
+API_FLAGS = [
+    "create", "api", "--group", "cache", "--version", "v1alpha1", "--kind", "Memcached",
+    "--image", IMAGE,
+    "--image-container-command", "memcached,--memory-limit=64,-o,modern,-v",
+    "--image-container-port", "11211", "--run-as-user", "1001",
+    "--plugins", "deploy-image/v1-alpha",
+]
+NS = "bench"
+WRITE_VERBS = {"CREATE", "UPDATE", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"}
+
+
+def log(*args):
+    print(time.strftime("%H:%M:%S"), *args, file=sys.stderr, flush=True)
+
+
+def die(msg):
+    print(f"bench: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def sh(cmd, cwd=None, env=None, check=True, quiet=True):
+    e = dict(os.environ, **(env or {}))
+    r = subprocess.run(cmd, cwd=cwd, env=e, text=True,
+                       stdout=subprocess.PIPE if quiet else None,
+                       stderr=subprocess.STDOUT if quiet else None)
+    if check and r.returncode != 0:
+        die(f"`{' '.join(map(str, cmd))}` failed ({r.returncode}) in {cwd}:\n{(r.stdout or '')[-3000:]}")
+    return r
+
+
+def timed(cmd, cwd=None, env=None):
+    t = time.monotonic()
+    sh(cmd, cwd=cwd, env=env)
+    return time.monotonic() - t
+
+
+# ---------------------------------------------------------------------------------------------
+# Prerequisites and builds
+# ---------------------------------------------------------------------------------------------
+
+def go_bin():
+    go = shutil.which("go") or ("/usr/local/go/bin/go" if Path("/usr/local/go/bin/go").exists() else None)
+    if not go:
+        die("Go is missing: the Kubebuilder reference operator is built with Go (install Go 1.25+ and put "
+            "`go` on PATH)")
+    return go
+
+
+def go_env():
+    go = go_bin()
+    return {"PATH": f"{Path(go).parent}:{os.environ['PATH']}"}
+
+
+def kubebuilder_bin():
+    """The real kubebuilder CLI, built with `go install` once and cached by version."""
+    for p in (CACHE / "bench-bin/kubebuilder", BENCH_CACHE / f"bin-{KUBEBUILDER_VERSION}/kubebuilder"):
+        if p.exists():
+            out = sh([str(p), "version"], check=False).stdout or ""
+            if KUBEBUILDER_VERSION in out:
+                return p
+    gobin = BENCH_CACHE / f"bin-{KUBEBUILDER_VERSION}"
+    log(f"building kubebuilder {KUBEBUILDER_VERSION} with go install (Go module proxy)")
+    sh([go_bin(), "install", f"sigs.k8s.io/kubebuilder/v4@{KUBEBUILDER_VERSION}"],
+       env=dict(go_env(), GOBIN=str(gobin)))
+    return gobin / "kubebuilder"
+
+
+def build_rustbuilder():
+    log("cargo build --release (rustbuilder)")
+    sh(["cargo", "build", "--release", "--locked"], cwd=REPO, env={"CARGO_TARGET_DIR": str(RB_TARGET)})
+    return RUSTBUILDER
+
+
+def assets():
+    r = sh([str(RUSTBUILDER), "envtest", "use", ENVTEST_K8S_VERSION, "-p", "path"], check=False)
+    path = (r.stdout or "").strip().splitlines()[-1:] or [""]
+    if r.returncode != 0 or not Path(path[0]).is_dir():
+        die("the control-plane assets are missing: run `make envtest` (builds etcd, kube-apiserver, "
+            f"kube-controller-manager, kube-scheduler, kwok with Go; about 15 min the first time)\n{r.stdout}")
+    return path[0]
+
+
+def scaffold_go(dest: Path):
+    kb = kubebuilder_bin()
+    env = go_env()
+    t_init = timed([str(kb), "init", *INIT_FLAGS, "--repo", "example.com/memcached-operator",
+                    "--skip-go-version-check"], cwd=dest, env=env)
+    t_api = timed([str(kb), *API_FLAGS, "--make=false"], cwd=dest, env=env)
+    return t_init, t_api
+
+
+def scaffold_rust(dest: Path):
+    t_init = timed([str(RUSTBUILDER), "init", *INIT_FLAGS, "--project-name", "memcached-operator"], cwd=dest)
+    t_api = timed([str(RUSTBUILDER), *API_FLAGS], cwd=dest)
+    return t_init, t_api
+
+
+def prepare_go():
+    """Kubebuilder's Go operator: scaffolded in a temp dir, built, binary + CRD cached by version."""
+    manager, crd = GO_CACHE / "manager", GO_CACHE / "crd.yaml"
+    if manager.exists() and crd.exists():
+        log(f"Go operator cached: {manager}")
+        return
+    with tempfile.TemporaryDirectory(prefix="bench-go-") as d:
+        d = Path(d)
+        log("kubebuilder init + create api (deploy-image/v1-alpha) in", d)
+        scaffold_go(d)
+        env = go_env()
+        # controller-gen (from the Go module proxy) writes the CRD, RBAC and the DeepCopy methods.
+        sh(["make", "manifests", "generate"], cwd=d, env=env)
+        log("go build (Go operator)")
+        sh([go_bin(), "build", "-o", "bin/manager", "cmd/main.go"], cwd=d, env=env)
+        GO_CACHE.mkdir(parents=True, exist_ok=True)
+        shutil.copy(d / "bin/manager", manager)
+        shutil.copy(d / f"config/crd/bases/{GROUP}_{PLURAL}.yaml", crd)
+
+
+def prepare_rust():
+    if RUST_DIR.exists():
+        shutil.rmtree(RUST_DIR)
+    RUST_DIR.mkdir(parents=True)
+    log("rustbuilder init + create api (deploy-image/v1-alpha) in", RUST_DIR)
+    scaffold_rust(RUST_DIR)
+    env = {"CARGO_TARGET_DIR": str(PROJECTS_TARGET)}
+    sh([str(RUSTBUILDER), "manifests"], cwd=RUST_DIR, env=env)
+    log("cargo build --release (Rust operator) + the local_cluster example")
+    sh(["cargo", "build", "--release", "--bins"], cwd=RUST_DIR, env=env)
+    sh(["cargo", "build", "--example", "local_cluster"], cwd=RUST_DIR, env=env)
+
+
+def rust_manager():
+    meta = json.loads(sh(["cargo", "metadata", "--no-deps", "--format-version", "1"], cwd=RUST_DIR).stdout)
+    bins = [t["name"] for p in meta["packages"] for t in p["targets"] if "bin" in t["kind"]]
+    name = next(b for b in bins if b != "crdgen")
+    return PROJECTS_TARGET / "release" / name
+
+
+def cmd_prepare():
+    go_bin()
+    build_rustbuilder()
+    assets()
+    prepare_go()
+    prepare_rust()
+    log("prepared")
+
+
+# ---------------------------------------------------------------------------------------------
+# Scaffolding and build figures
+# ---------------------------------------------------------------------------------------------
+
+def median_range(xs):
+    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "n": len(xs), "all": xs}
+
+
+def cmd_build_times(reps=int(os.environ.get("BENCH_BUILD_REPS", "3"))):
+    go_bin()
+    res = {"scaffold": {}, "build": {}}
+    for tool, fn in (("rustbuilder", scaffold_rust), ("kubebuilder", scaffold_go)):
+        inits, apis = [], []
+        for _ in range(reps):
+            with tempfile.TemporaryDirectory(prefix="bench-scaffold-") as d:
+                i, a = fn(Path(d))
+                inits.append(i)
+                apis.append(a)
+        res["scaffold"][tool] = {"init": median_range(inits), "create_api": median_range(apis)}
+        log(tool, "init", inits, "create api", apis)
+
+    # Builds. Cold = empty build cache of its own (dependencies already downloaded); incremental =
+    # rebuild after touching the controller source.
+    with tempfile.TemporaryDirectory(prefix="bench-build-") as d:
+        d = Path(d)
+        go_dir, rs_dir = d / "go", d / "rust"
+        go_dir.mkdir()
+        rs_dir.mkdir()
+        scaffold_go(go_dir)
+        env = dict(go_env(), GOCACHE=str(d / "gocache"))
+        sh(["make", "manifests", "generate"], cwd=go_dir, env=env)
+        sh([go_bin(), "mod", "download"], cwd=go_dir, env=env)
+        go_cold = timed([go_bin(), "build", "-o", "bin/manager", "cmd/main.go"], cwd=go_dir, env=env)
+        go_inc = []
+        for _ in range(reps):
+            with open(go_dir / "internal/controller/memcached_controller.go", "a") as f:
+                f.write("\n// touched\n")
+            go_inc.append(timed([go_bin(), "build", "-o", "bin/manager", "cmd/main.go"], cwd=go_dir, env=env))
+        log("go cold", go_cold, "incremental", go_inc)
+
+        scaffold_rust(rs_dir)
+        renv = {"CARGO_TARGET_DIR": str(d / "target")}
+        sh(["cargo", "fetch"], cwd=rs_dir, env=renv)
+        rs_cold = timed(["cargo", "build", "--release", "--bins"], cwd=rs_dir, env=renv)
+        rs_inc = []
+        ctrl = rs_dir / "src/controller/memcached.rs"
+        for _ in range(reps):
+            with open(ctrl, "a") as f:
+                f.write("\n// touched\n")
+            rs_inc.append(timed(["cargo", "build", "--release", "--bins"], cwd=rs_dir, env=renv))
+        rs_dbg_cold = timed(["cargo", "build", "--bins"], cwd=rs_dir, env=renv)
+        rs_dbg_inc = []
+        for _ in range(reps):
+            with open(ctrl, "a") as f:
+                f.write("\n// touched\n")
+            rs_dbg_inc.append(timed(["cargo", "build", "--bins"], cwd=rs_dir, env=renv))
+        log("cargo release cold", rs_cold, "incremental", rs_inc, "debug cold", rs_dbg_cold, "inc", rs_dbg_inc)
+        res["build"] = {
+            "go": {"cold": go_cold, "incremental": median_range(go_inc),
+                   "binary_bytes": (go_dir / "bin/manager").stat().st_size},
+            "cargo_release": {"cold": rs_cold, "incremental": median_range(rs_inc)},
+            "cargo_debug": {"cold": rs_dbg_cold, "incremental": median_range(rs_dbg_inc)},
+        }
+        res["build"]["cargo_release"]["binary_bytes"] = max(
+            (p.stat().st_size for p in (d / "target/release").iterdir()
+             if p.is_file() and os.access(p, os.X_OK) and p.name != "crdgen"), default=0)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "build-times.json").write_text(json.dumps(res, indent=2))
+    log("wrote", RESULTS / "build-times.json")
+
+
+# ---------------------------------------------------------------------------------------------
+# A small Kubernetes client (stdlib only): TLS client certificates from the admin kubeconfig.
+# ---------------------------------------------------------------------------------------------
+
+class Kube:
+    def __init__(self, kubeconfig: Path, tmp: Path):
+        cfg = json.loads(sh(["kubectl", "config", "view", "--raw", "-o", "json",
+                             "--kubeconfig", str(kubeconfig)]).stdout)
+        cluster = cfg["clusters"][0]["cluster"]
+        user = cfg["users"][0]["user"]
+        server = cluster["server"].removeprefix("https://")
+        self.host, _, port = server.partition(":")
+        self.port = int(port or 443)
+        ctx = ssl.create_default_context()
+
+        def data(d, key):
+            if key + "-data" in d:
+                return base64.b64decode(d[key + "-data"])
+            return Path(d[key]).read_bytes()
+
+        ca = tmp / "ca.crt"
+        ca.write_bytes(data(cluster, "certificate-authority"))
+        ctx.load_verify_locations(str(ca))
+        cert, key = tmp / "client.crt", tmp / "client.key"
+        cert.write_bytes(data(user, "client-certificate"))
+        key.write_bytes(data(user, "client-key"))
+        ctx.load_cert_chain(str(cert), str(key))
+        ctx.check_hostname = False  # served for 127.0.0.1 / localhost
+        self.ctx = ctx
+        self.local = threading.local()
+        self.requests = {}  # (verb, resource) -> count, what this harness sent
+        self.lock = threading.Lock()
+
+    def _conn(self):
+        c = getattr(self.local, "conn", None)
+        if c is None:
+            c = http.client.HTTPSConnection(self.host, self.port, context=self.ctx, timeout=60)
+            self.local.conn = c
+        return c
+
+    def count(self, verb, resource):
+        with self.lock:
+            self.requests[(verb, resource)] = self.requests.get((verb, resource), 0) + 1
+
+    def request(self, method, path, body=None, ctype="application/json", verb=None, resource=None):
+        if verb:
+            self.count(verb, resource)
+        for attempt in range(5):
+            c = self._conn()
+            try:
+                headers = {"Accept": "application/json"}
+                payload = None
+                if body is not None:
+                    payload = json.dumps(body).encode() if not isinstance(body, (bytes, str)) else body
+                    headers["Content-Type"] = ctype
+                c.request(method, path, body=payload, headers=headers)
+                r = c.getresponse()
+                data = r.read()
+                if r.status == 429 or r.status >= 500:
+                    time.sleep(0.2 * (attempt + 1))
+                    continue
+                return r.status, data
+            except (http.client.HTTPException, OSError):
+                c.close()
+                self.local.conn = None
+                time.sleep(0.2)
+        raise RuntimeError(f"{method} {path}: no answer")
+
+    def json(self, method, path, body=None, **kw):
+        status, data = self.request(method, path, body, **kw)
+        if status >= 300:
+            raise RuntimeError(f"{method} {path}: {status} {data[:300]!r}")
+        return json.loads(data) if data else None
+
+    def metrics(self):
+        """apiserver_request_total summed by (verb, resource[/subresource]); long-running excluded."""
+        status, data = self.request("GET", "/metrics")
+        out = {}
+        for line in data.decode().splitlines():
+            if not line.startswith("apiserver_request_total{"):
+                continue
+            labels, value = line.rsplit(" ", 1)
+            lab = {}
+            for part in labels[len("apiserver_request_total{"):-1].split('",'):
+                k, _, v = part.partition('="')
+                lab[k] = v.rstrip('"')
+            res = lab.get("resource", "")
+            if not res:
+                continue  # non-resource URLs (/metrics, /healthz, ...)
+            if lab.get("subresource"):
+                res += "/" + lab["subresource"]
+            if lab.get("group"):
+                res += "." + lab["group"]
+            key = f"{lab['verb']} {res}"
+            out[key] = out.get(key, 0) + float(value)
+        return out
+
+    def watch(self, path, on_event, stop: threading.Event, resource):
+        """List then watch `path` in a thread; calls on_event(type, obj) for every change."""
+
+        def run():
+            while not stop.is_set():
+                lst = self.json("GET", path, verb="LIST", resource=resource)
+                for o in lst["items"]:
+                    on_event("ADDED", o)
+                rv = lst["metadata"]["resourceVersion"]
+                self.count("WATCH", resource)
+                c = http.client.HTTPSConnection(self.host, self.port, context=self.ctx, timeout=5)
+                try:
+                    c.request("GET", f"{path}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true",
+                              headers={"Accept": "application/json"})
+                    r = c.getresponse()
+                    while not stop.is_set():
+                        try:
+                            line = r.readline()
+                        except TimeoutError:
+                            continue
+                        if not line:
+                            break
+                        ev = json.loads(line)
+                        if ev["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                            on_event(ev["type"], ev["object"])
+                except (OSError, http.client.HTTPException):
+                    pass
+                finally:
+                    c.close()
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        return t
+
+
+def diff(after, before):
+    return {k: after[k] - before.get(k, 0) for k in after if after[k] - before.get(k, 0) > 0}
+
+
+# ---------------------------------------------------------------------------------------------
+# Cluster, operators, process sampling
+# ---------------------------------------------------------------------------------------------
+
+class Cluster:
+    """The generated project's `local_cluster` example: etcd, kube-apiserver, controller-manager,
+    scheduler, kwok with fake nodes. Stopped with SIGINT."""
+
+    def __init__(self, tmp: Path, extra_pods: int):
+        self.kubeconfig = tmp / "kubeconfig"
+        example = PROJECTS_TARGET / "debug/examples/local_cluster"
+        env = dict(os.environ, KUBEBUILDER_ASSETS=assets())
+        self.log = open(tmp / "cluster.log", "w")
+        self.proc = subprocess.Popen([str(example), str(self.kubeconfig)], cwd=RUST_DIR, env=env,
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 180
+        while not self.kubeconfig.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                die(f"the local cluster did not start; see {tmp / 'cluster.log'}")
+            time.sleep(0.2)
+        self.kube = Kube(self.kubeconfig, tmp)
+        self.add_nodes(extra_pods)
+        self.kube.json("POST", "/api/v1/namespaces", {"metadata": {"name": NS}})
+
+    def add_nodes(self, pods):
+        """The example has 3 fake nodes of 110 pods: add kwok nodes so `pods` fit."""
+        n = max(0, -(-(pods - 300) // 1000))
+        for i in range(n):
+            res = {"cpu": "1000", "memory": "4Ti", "pods": "1000"}
+            self.kube.json("POST", "/api/v1/nodes", {
+                "metadata": {"name": f"bench-node-{i}", "annotations": {"kwok.x-k8s.io/node": "fake"},
+                             "labels": {"type": "kwok"}},
+                "status": {"capacity": res, "allocatable": res}})
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            nodes = self.kube.json("GET", "/api/v1/nodes")["items"]
+            ok = all(any(c["type"] == "Ready" and c["status"] == "True"
+                         for c in n.get("status", {}).get("conditions", []))
+                     and not n.get("spec", {}).get("taints") for n in nodes)
+            if ok and len(nodes) >= 3 + n:
+                return
+            time.sleep(0.5)
+        die("extra fake nodes did not become Ready")
+
+    def kubectl(self, *args):
+        return sh(["kubectl", "--kubeconfig", str(self.kubeconfig), *args])
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+class Sampler:
+    """Polls /proc/PID for RSS (VmRSS, VmHWM) and CPU time (utime+stime)."""
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.peak = 0
+        self.stop = threading.Event()
+        self.tck = os.sysconf("SC_CLK_TCK")
+        threading.Thread(target=self.run, daemon=True).start()
+
+    def rss(self):
+        try:
+            fields = dict(line.split(":", 1) for line in Path(f"/proc/{self.pid}/status").read_text().splitlines())
+            return int(fields["VmRSS"].split()[0]) * 1024, int(fields["VmHWM"].split()[0]) * 1024
+        except (OSError, KeyError):
+            return 0, 0
+
+    def cpu(self):
+        try:
+            f = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return (int(f[11]) + int(f[12])) / self.tck
+        except OSError:
+            return 0.0
+
+    def run(self):
+        while not self.stop.is_set():
+            rss, hwm = self.rss()
+            self.peak = max(self.peak, rss, hwm)
+            time.sleep(0.25)
+
+    def reset_peak(self):
+        self.peak = self.rss()[0]
+
+
+def start_operator(name, cluster: Cluster, tmp: Path, settings: str):
+    env = dict(os.environ, KUBECONFIG=str(cluster.kubeconfig), RUST_LOG="info")
+    logf = open(tmp / f"{name}.log", "w")
+    if name == "go":
+        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(GO_CACHE / "crd.yaml"))
+        cluster.kubectl("wait", "--for=condition=Established", f"crd/{PLURAL}.{GROUP}")
+        cmd = [str(GO_CACHE / "manager"), "--health-probe-bind-address=127.0.0.1:0",
+               "--metrics-bind-address=0"]
+    else:
+        cmd = [str(rust_manager()), "--health-probe-bind-address=127.0.0.1:0", "--metrics-bind-address=0"]
+    if settings != "default":
+        env.update(json.loads(settings).get(name, {}).get("env", {}))
+        cmd += json.loads(settings).get(name, {}).get("args", [])
+    p = subprocess.Popen(cmd, env=env, stdout=logf, stderr=subprocess.STDOUT)
+    time.sleep(3)  # informers synced (both list 0 objects at start)
+    if p.poll() is not None:
+        die(f"the {name} operator exited at start; see {tmp / (name + '.log')}")
+    return p
+
+
+# ---------------------------------------------------------------------------------------------
+# Workloads
+# ---------------------------------------------------------------------------------------------
+
+def cr_path(name=""):
+    base = f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/{PLURAL}"
+    return f"{base}/{name}" if name else base
+
+
+def deployment_for(cr):
+    """What the baseline writes: the Deployment both operators make (owned by the CR)."""
+    name = cr["metadata"]["name"]
+    labels = {"app.kubernetes.io/name": "memcached-operator", "app.kubernetes.io/instance": name,
+              "app.kubernetes.io/managed-by": "bench"}
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": NS, "labels": labels, "ownerReferences": [{
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "name": name, "uid": cr["metadata"]["uid"],
+            "controller": True, "blockOwnerDeletion": True}]},
+        "spec": {"replicas": cr["spec"]["size"], "selector": {"matchLabels": labels}, "template": {
+            "metadata": {"labels": labels},
+            "spec": {"securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                     "containers": [{
+                         "name": "memcached", "image": IMAGE, "imagePullPolicy": "IfNotPresent",
+                         "command": ["memcached", "--memory-limit=64", "-o", "modern", "-v"],
+                         "ports": [{"containerPort": 11211, "name": "memcached"}],
+                         "securityContext": {"runAsNonRoot": True, "runAsUser": 1001,
+                                             "allowPrivilegeEscalation": False,
+                                             "capabilities": {"drop": ["ALL"]}}}]}}}}
+
+
+class State:
+    """Watched CRs and Deployments; `converged(size)` when every CR is Available=True and its
+    Deployment has `size` ready replicas."""
+
+    def __init__(self, n):
+        self.n = n
+        self.available = {}
+        self.ready = {}
+        self.cv = threading.Condition()
+
+    def on_cr(self, typ, o):
+        conds = (o.get("status") or {}).get("conditions") or []
+        ok = any(c.get("type") == "Available" and c.get("status") == "True" for c in conds)
+        with self.cv:
+            self.available[o["metadata"]["name"]] = ok and typ != "DELETED"
+            self.cv.notify_all()
+
+    def on_dep(self, typ, o):
+        st = o.get("status") or {}
+        with self.cv:
+            self.ready[o["metadata"]["name"]] = (
+                (st.get("readyReplicas") or 0) if typ != "DELETED" else -1,
+                (o.get("spec") or {}).get("replicas"))
+            self.cv.notify_all()
+
+    def converged(self, size):
+        avail = sum(1 for v in self.available.values() if v)
+        ready = sum(1 for r, want in self.ready.values() if r == size and want == size)
+        return avail >= self.n and ready >= self.n, avail, ready
+
+    def wait(self, size, timeout, t0):
+        with self.cv:
+            while True:
+                done, avail, ready = self.converged(size)
+                if done:
+                    return time.monotonic() - t0
+                left = t0 + timeout - time.monotonic()
+                if left <= 0:
+                    log(f"timeout: {avail}/{self.n} Available, {ready}/{self.n} Deployments ready")
+                    return None
+                self.cv.wait(min(left, 5))
+
+
+def parallel(fn, items, workers=16):
+    with ThreadPoolExecutor(workers) as ex:
+        return list(ex.map(fn, items))
+
+
+class Baseline:
+    """The plain client: for each CR, create its Deployment; when it is ready, patch the CR status."""
+
+    def __init__(self, kube: Kube, state: State):
+        self.kube, self.state = kube, state
+        self.marked = set()
+        self.pending = None
+        self.lock = threading.Lock()
+        self.pool = ThreadPoolExecutor(16)
+
+    def on_dep(self, typ, o):
+        name = o["metadata"]["name"]
+        st = o.get("status") or {}
+        if (st.get("readyReplicas") or 0) >= 1 and name not in self.marked:
+            with self.lock:
+                if name in self.marked:
+                    return
+                self.marked.add(name)
+            self.pool.submit(self.mark, name)
+
+    def mark(self, name):
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self.kube.json("PATCH", cr_path(name) + "/status", {"status": {"conditions": [{
+            "type": "Available", "status": "True", "reason": "Reconciling", "message": "ready",
+            "lastTransitionTime": now}]}}, ctype="application/merge-patch+json",
+            verb="PATCH", resource=f"{PLURAL}/status.{GROUP}")
+        # the watch of CRs sees it too; mark locally as well so the state is right without it
+        self.state.on_cr("MODIFIED", {"metadata": {"name": name}, "status": {"conditions": [
+            {"type": "Available", "status": "True"}]}})
+
+    def create(self, crs):
+        parallel(lambda cr: self.kube.json("POST", f"/apis/apps/v1/namespaces/{NS}/deployments",
+                                           deployment_for(cr), verb="CREATE", resource="deployments.apps"),
+                 crs)
+
+    def scale(self, names, size):
+        parallel(lambda n: self.kube.json("PATCH", f"/apis/apps/v1/namespaces/{NS}/deployments/{n}",
+                                          {"spec": {"replicas": size}}, ctype="application/merge-patch+json",
+                                          verb="PATCH", resource="deployments.apps"), names)
+
+
+def trial(operator, n, idle, settings="default", timeout=900):
+    """One run: fresh cluster, one operator (or the baseline), create N CRs, scale 1->2, idle."""
+    log(f"=== trial {operator} N={n} settings={settings}")
+    with tempfile.TemporaryDirectory(prefix="bench-run-") as tmp:
+        tmp = Path(tmp)
+        cluster = Cluster(tmp, extra_pods=2 * n + 50)
+        kube = cluster.kube
+        proc = None
+        stop = threading.Event()
+        try:
+            state = State(n)
+            baseline = None
+            if operator == "baseline":
+                baseline = Baseline(kube, state)
+                # The baseline writes its own status: the Rust CRD (installed by the cluster) has one.
+            else:
+                proc = start_operator(operator, cluster, tmp, settings)
+            kube.watch(cr_path(), state.on_cr, stop, f"{PLURAL}.{GROUP}")
+
+            def on_dep(typ, o):
+                state.on_dep(typ, o)
+                if baseline:
+                    baseline.on_dep(typ, o)
+
+            kube.watch(f"/apis/apps/v1/namespaces/{NS}/deployments", on_dep, stop, "deployments.apps")
+            time.sleep(1)
+            sampler = Sampler(proc.pid) if proc else None
+            names = [f"memcached-{i:04d}" for i in range(n)]
+            out = {"operator": operator, "n": n, "size": [1, 2], "settings": settings, "phases": {}}
+
+            def phase(name, action, size, wait=True):
+                m0 = kube.metrics()
+                own0 = dict(kube.requests)
+                c0 = sampler.cpu() if sampler else 0
+                if sampler:
+                    sampler.reset_peak()
+                t0 = time.monotonic()
+                action()
+                wall = state.wait(size, timeout, t0) if wait else None
+                if not wait:
+                    time.sleep(idle)
+                m1 = kube.metrics()
+                own = diff(kube.requests, own0)
+                req = diff(m1, m0)
+                # the harness's own requests (creates, size patches, its watches) are not the operator's
+                for (verb, res), cnt in own.items():
+                    k = f"{verb} {res}"
+                    if k in req:
+                        req[k] = max(0, req[k] - cnt)
+                ph = {"wall": wall, "requests": req, "harness_requests": {f"{v} {r}": c for (v, r), c in own.items()}}
+                if sampler:
+                    ph["cpu_seconds"] = sampler.cpu() - c0
+                    ph["peak_rss_bytes"] = sampler.peak
+                out["phases"][name] = ph
+                log(f"{operator} N={n} {name}: wall={wall} writes={summarize(req)}")
+                return wall
+
+            def create():
+                crs = parallel(lambda nm: kube.json(
+                    "POST", cr_path(), {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND,
+                                        "metadata": {"name": nm, "namespace": NS}, "spec": {"size": 1}},
+                    verb="CREATE", resource=f"{PLURAL}.{GROUP}"), names)
+                if baseline:
+                    baseline.create(crs)
+
+            def scale():
+                parallel(lambda nm: kube.json("PATCH", cr_path(nm), {"spec": {"size": 2}},
+                                              ctype="application/merge-patch+json",
+                                              verb="PATCH", resource=f"{PLURAL}.{GROUP}"), names)
+                if baseline:
+                    baseline.scale(names, 2)
+
+            if phase("create", create, 1) is None:
+                out["timeout"] = "create"
+            elif phase("scale", scale, 2) is None:
+                out["timeout"] = "scale"
+            else:
+                phase("idle", lambda: None, 2, wait=False)
+            if sampler:
+                out["peak_rss_bytes_total"] = sampler.rss()[1]
+                out["cpu_seconds_total"] = sampler.cpu()
+                sampler.stop.set()
+            return out
+        finally:
+            stop.set()
+            if proc:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            cluster.stop()
+            if os.environ.get("BENCH_KEEP_LOGS"):
+                keep = RESULTS / "logs" / f"{operator}-{n}-{int(time.time())}"
+                keep.mkdir(parents=True, exist_ok=True)
+                for f in tmp.glob("*.log"):
+                    shutil.copy(f, keep)
+
+
+def operator_writes(req):
+    """Writes attributable to the operator: its CRs (status, finalizers) and Deployments, and events."""
+    tot = 0
+    for k, v in req.items():
+        verb, res = k.split(" ", 1)
+        if verb not in WRITE_VERBS:
+            continue
+        if res.startswith(PLURAL) or res == "deployments.apps" or res.startswith("events"):
+            tot += v
+    return tot
+
+
+def summarize(req):
+    return {k: int(v) for k, v in sorted(req.items()) if k.split()[0] in WRITE_VERBS}
+
+
+def cmd_run():
+    if not RUSTBUILDER.exists() or not (GO_CACHE / "manager").exists() or not RUST_DIR.exists():
+        die("run `python3 bench/bench.py prepare` (or `make bench`) first")
+    assets()
+    sizes = [int(x) for x in os.environ.get("BENCH_SIZES", "100,500,1000").split(",")]
+    runs = int(os.environ.get("BENCH_RUNS", "3"))
+    idle = int(os.environ.get("BENCH_IDLE", "60"))
+    ops = os.environ.get("BENCH_OPERATORS", "rust,go,baseline").split(",")
+    settings = os.environ.get("BENCH_SETTINGS", "default")
+    deadline = os.environ.get("BENCH_DEADLINE")  # HH:MM: start no trial after it
+    RESULTS.mkdir(exist_ok=True)
+    out_file = RESULTS / os.environ.get("BENCH_OUT", f"run-{time.strftime('%Y%m%d-%H%M%S')}.json")
+    results = json.loads(out_file.read_text()) if out_file.exists() else {"trials": []}
+    results["machine"] = machine()
+    for r in range(runs):
+        for n in sizes:
+            for op in (ops if r % 2 == 0 else list(reversed(ops))):  # alternate the order
+                if deadline and time.strftime("%H:%M") >= deadline:
+                    log("deadline reached, stopping")
+                    out_file.write_text(json.dumps(results, indent=2))
+                    return
+                res = trial(op, n, idle, settings)
+                res["run"] = r
+                results["trials"].append(res)
+                out_file.write_text(json.dumps(results, indent=2))
+    log("wrote", out_file)
+
+
+def machine():
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), "?")
+    mem = Path("/proc/meminfo").read_text().splitlines()[0].split()[1]
+    return {"cpus": os.cpu_count(), "cpu": cpu, "mem_kib": int(mem), "kernel": os.uname().release}
+
+
+# ---------------------------------------------------------------------------------------------
+# Report
+# ---------------------------------------------------------------------------------------------
+
+def fmt_range(xs, f="{:.1f}"):
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return "—"
+    med = statistics.median(xs)
+    if len(xs) == 1:
+        return f.format(med)
+    return f"{f.format(med)} ({f.format(min(xs))}–{f.format(max(xs))})"
+
+
+def cmd_report():
+    files = [Path(p) for p in sys.argv[2:]] or sorted(RESULTS.glob("run-*.json"))
+    trials = [t for f in files for t in json.loads(f.read_text())["trials"]]
+    if not trials:
+        die("no results: run `python3 bench/bench.py run` first")
+    by = {}
+    for t in trials:
+        by.setdefault((t["settings"], t["n"], t["operator"]), []).append(t)
+    lines = []
+    for settings in sorted({k[0] for k in by}):
+        lines.append(f"\n#### Settings: {settings}\n")
+        lines.append("| N | operator | runs | create: s | × baseline | scale: s | × baseline | "
+                     "op. writes/CR create | op. writes/CR scale | idle writes (op.) | peak RSS MiB | CPU s |")
+        lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for n in sorted({k[1] for k in by if k[0] == settings}):
+            base = by.get((settings, n, "baseline"), [])
+            bc = statistics.median([t["phases"]["create"]["wall"] for t in base]) if base else None
+            bs = statistics.median([t["phases"]["scale"]["wall"] for t in base
+                                    if "scale" in t["phases"] and t["phases"]["scale"]["wall"]]) if base else None
+            for op in ("rust", "go", "baseline"):
+                ts = by.get((settings, n, op))
+                if not ts:
+                    continue
+                ph = lambda name: [t["phases"].get(name) for t in ts if t["phases"].get(name)]
+                cw = [p["wall"] for p in ph("create")]
+                sw = [p["wall"] for p in ph("scale")]
+                ratio = lambda xs, b: fmt_range([x / b for x in xs if x], "{:.2f}") if b else "—"
+                wc = [operator_writes(p["requests"]) / n for p in ph("create")]
+                ws = [operator_writes(p["requests"]) / n for p in ph("scale")]
+                wi = [operator_writes(p["requests"]) for p in ph("idle")]
+                rss = [t.get("peak_rss_bytes_total", 0) / 2**20 for t in ts if t.get("peak_rss_bytes_total")]
+                cpu = [t.get("cpu_seconds_total") for t in ts if t.get("cpu_seconds_total") is not None]
+                lines.append(f"| {n} | {op} | {len(ts)} | {fmt_range(cw)} | {ratio(cw, bc)} | {fmt_range(sw)} | "
+                             f"{ratio(sw, bs)} | {fmt_range(wc, '{:.2f}')} | {fmt_range(ws, '{:.2f}')} | "
+                             f"{fmt_range(wi, '{:.0f}')} | {fmt_range(rss)} | {fmt_range(cpu)} |")
+        # requests by verb and resource, the largest N, first run of each operator
+        nmax = max(k[1] for k in by if k[0] == settings)
+        lines.append(f"\nRequests by verb and resource at N={nmax} (first run; the harness's own requests "
+                     "removed; includes controller-manager, scheduler and kwok):\n")
+        ops = [op for op in ("rust", "go", "baseline") if by.get((settings, nmax, op))]
+        keys = sorted({k for op in ops for p in by[(settings, nmax, op)][0]["phases"].values()
+                       for k in p["requests"]})
+        lines.append("| verb resource | " + " | ".join(f"{op} {ph}" for op in ops for ph in ("create", "scale", "idle")) + " |")
+        lines.append("|---|" + "---|" * (3 * len(ops)))
+        for k in keys:
+            row = []
+            for op in ops:
+                for ph in ("create", "scale", "idle"):
+                    p = by[(settings, nmax, op)][0]["phases"].get(ph)
+                    row.append(str(int(p["requests"].get(k, 0))) if p else "—")
+            lines.append(f"| {k} | " + " | ".join(row) + " |")
+    bt = RESULTS / "build-times.json"
+    if bt.exists():
+        b = json.loads(bt.read_text())
+        lines.append("\n#### Scaffolding and builds\n")
+        lines.append("| what | rustbuilder / cargo | kubebuilder / go |")
+        lines.append("|---|---|---|")
+        s = b["scaffold"]
+        for k in ("init", "create_api"):
+            lines.append(f"| `{k.replace('_', ' ')}` | {fmt_range(s['rustbuilder'][k]['all'], '{:.2f}')} s | "
+                         f"{fmt_range(s['kubebuilder'][k]['all'], '{:.2f}')} s |")
+        bb = b["build"]
+        lines.append(f"| cold build (release / go build) | {bb['cargo_release']['cold']:.1f} s | {bb['go']['cold']:.1f} s |")
+        lines.append(f"| incremental after touching the controller | "
+                     f"{fmt_range(bb['cargo_release']['incremental']['all'])} s | {fmt_range(bb['go']['incremental']['all'])} s |")
+        lines.append(f"| cold build, debug | {bb['cargo_debug']['cold']:.1f} s | — |")
+        lines.append(f"| incremental, debug | {fmt_range(bb['cargo_debug']['incremental']['all'])} s | — |")
+        lines.append(f"| binary size | {bb['cargo_release'].get('binary_bytes', 0) / 2**20:.1f} MiB | "
+                     f"{bb['go']['binary_bytes'] / 2**20:.1f} MiB |")
+    text = "\n".join(lines) + "\n"
+    (RESULTS / "tables.md").write_text(text)
+    print(text)
+    chart(by)
+
+
+def chart(by):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log("matplotlib is missing: `python3 -m pip install matplotlib` for docs/benchmarks-convergence.png")
+        return
+    settings = "default"
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, phase in zip(axes, ("create", "scale")):
+        for op, style in (("rust", "o-"), ("go", "s-"), ("baseline", "^--")):
+            ns = sorted(k[1] for k in by if k[0] == settings and k[2] == op)
+            xs, med, lo, hi = [], [], [], []
+            for n in ns:
+                w = [t["phases"][phase]["wall"] for t in by[(settings, n, op)]
+                     if phase in t["phases"] and t["phases"][phase]["wall"]]
+                if w:
+                    xs.append(n)
+                    med.append(statistics.median(w))
+                    lo.append(statistics.median(w) - min(w))
+                    hi.append(max(w) - statistics.median(w))
+            if xs:
+                label = {"rust": "rustbuilder (Rust)", "go": "Kubebuilder (Go)", "baseline": "plain client"}[op]
+                ax.errorbar(xs, med, yerr=[lo, hi], fmt=style, capsize=3, label=label)
+        ax.set_title({"create": "create N Memcached (size 1)", "scale": "scale every CR 1 → 2"}[phase])
+        ax.set_xlabel("N (custom resources)")
+        ax.set_ylabel("seconds until converged")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    out = REPO / "docs/benchmarks-convergence.png"
+    fig.savefig(out, dpi=110)
+    log("wrote", out)
+
+
+def main():
+    cmds = {"prepare": cmd_prepare, "build-times": cmd_build_times, "run": cmd_run, "report": cmd_report}
+    if len(sys.argv) < 2 or sys.argv[1] not in cmds:
+        die("usage: bench.py prepare|build-times|run|report")
+    cmds[sys.argv[1]]()
+
+
+if __name__ == "__main__":
+    main()
