@@ -329,6 +329,13 @@ fn wire(
                 .join("\n"),
         })?;
     }
+    if options.image.is_some() {
+        plan.insert(Insertion {
+            path: "tests/e2e/main.rs",
+            marker: "e2e",
+            fragment: format!("mod {kind_snake};"),
+        })?;
+    }
     if options.controller {
         plan.insert(Insertion {
             path: "src/controller/mod.rs",

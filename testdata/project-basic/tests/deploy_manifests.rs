@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 
 const NAMESPACE: &str = "project-basic-system";
+const DEPLOYMENT: &str = "project-basic-controller-manager";
 
 fn kubectl(env: &envtest::TestEnv, args: &[&str], stdin: &[u8]) -> (bool, String, String) {
     let mut child = env
@@ -43,10 +44,7 @@ async fn config_default_deploys_under_restricted_pod_security() {
 
     // A pod made from the manager's template is admitted in its namespace (restricted enforced)...
     let deployments: Api<Deployment> = Api::namespaced(env.client(), NAMESPACE);
-    let deployment = deployments
-        .get("project-basic-controller-manager")
-        .await
-        .unwrap();
+    let deployment = deployments.get(DEPLOYMENT).await.unwrap();
     let template = deployment.spec.unwrap().template;
     let mut pod = Pod {
         metadata: template.metadata.unwrap_or_default(),

@@ -17,9 +17,10 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
+use support::{ManagerProcess, Scheme, create_sample, eventually, free_address, get};
+
 use project_basic::api::v1alpha1::Memcached;
 use project_basic::controller::Manager;
-use support::{ManagerProcess, Scheme, create_sample, eventually, free_address, get};
 
 /// terminationGracePeriodSeconds of config/manager/manager.yaml.
 const GRACE: Duration = Duration::from_secs(10);

@@ -120,11 +120,10 @@ subjects:
     let (_, body) = get(metrics, &https, "/metrics", Some(&reader))
         .await
         .unwrap();
-    let series = |name: &str| format!(r#"{name}{{controller="memcached"}}"#);
+    let labels = r#"controller="memcached""#;
+    let series = |name: &str| format!("{name}{{{labels}}}");
     let results = ["success", "error", "requeue", "requeue_after"].map(|result| {
-        let series = format!(
-            r#"controller_runtime_reconcile_total{{controller="memcached",result="{result}"}}"#
-        );
+        let series = format!(r#"controller_runtime_reconcile_total{{{labels},result="{result}"}}"#);
         sample(&body, &series).unwrap_or_else(|| panic!("no {series} in\n{body}"))
     });
     assert!(

@@ -135,9 +135,13 @@ impl Cluster {
             &["create", "--dry-run=client", "-o", "json", "-f", "-"],
             Some(&rendered),
         );
-        let mut list: Value = serde_json::from_str(&objects).expect("kubectl prints a JSON list");
-        let items = list["items"].as_array_mut().expect("a list of objects");
-        items.retain(|item| item["kind"] != "Deployment");
+        // kubectl prints one JSON document per object.
+        let items: Vec<Value> = serde_json::Deserializer::from_str(&objects)
+            .into_iter::<Value>()
+            .map(|object| object.expect("kubectl prints JSON objects"))
+            .filter(|object| object["kind"] != "Deployment")
+            .collect();
+        let list = serde_json::json!({ "apiVersion": "v1", "kind": "List", "items": items });
         self.kubectl_with_input(
             &["apply", "--server-side", "-f", "-"],
             Some(&list.to_string()),
