@@ -19,6 +19,10 @@ TESTDATA := testdata/project-basic testdata/project
 .PHONY: all
 all: build
 
+.PHONY: demo
+demo: build ## The Memcached tutorial end to end on a local cluster: scaffold, build, run, apply, show.
+	RUSTBUILDER=$(RUSTBUILDER) hack/demo.sh
+
 .PHONY: help
 help: ## Show the targets.
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -37,7 +41,7 @@ lint: ## Check formatting and clippy for the CLI.
 	cargo clippy --locked --all-targets -- -D warnings
 
 .PHONY: test
-test: build lint test-cli test-harness verify-testdata test-testdata ## Run every test: CLI, golden projects, their own tests on a real control plane.
+test: build lint test-cli test-harness verify-testdata test-testdata test-docs ## Run every test: CLI, golden projects, their own tests on a real control plane.
 
 .PHONY: test-cli
 test-cli: ## Unit and integration tests of the CLI.
@@ -73,5 +77,12 @@ verify-testdata: testdata ## Fail when testdata/ differs from what rustbuilder g
 test-testdata: build envtest ## Lint and test each sample project (envtest: a real etcd + kube-apiserver).
 	for project in $(TESTDATA); do \
 	  echo "==> $$project"; \
-	  $(MAKE) -C $$project lint test RUSTBUILDER=$(RUSTBUILDER) CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR); \
+	  $(MAKE) -C $$project lint test test-e2e RUSTBUILDER=$(RUSTBUILDER) CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR); \
 	done
+
+DOCS := docs/getting-started.md docs/zh/getting-started.md
+
+.PHONY: test-docs
+test-docs: build envtest ## Check the tutorials' snippets against testdata/project and run their commands.
+	PATH="$(dir $(RUSTBUILDER)):$$PATH" KUBEBUILDER_ASSETS="$(ASSETS)" CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) \
+	  python3 hack/doc-test.py $(DOCS)

@@ -56,7 +56,7 @@ API_FLAGS = [
     "--plugins", "deploy-image/v1-alpha",
 ]
 NS = "bench"
-WRITE_VERBS = {"CREATE", "UPDATE", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"}
+WRITE_VERBS = {"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"}  # as apiserver_request_total names them
 
 
 def log(*args):
@@ -372,16 +372,13 @@ class Kube:
                     on_event("ADDED", o)
                 rv = lst["metadata"]["resourceVersion"]
                 self.count("WATCH", resource)
-                c = http.client.HTTPSConnection(self.host, self.port, context=self.ctx, timeout=5)
+                c = http.client.HTTPSConnection(self.host, self.port, context=self.ctx)
                 try:
                     c.request("GET", f"{path}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true",
                               headers={"Accept": "application/json"})
                     r = c.getresponse()
                     while not stop.is_set():
-                        try:
-                            line = r.readline()
-                        except TimeoutError:
-                            continue
+                        line = r.readline()
                         if not line:
                             break
                         ev = json.loads(line)
@@ -623,7 +620,7 @@ class Baseline:
 
     def create(self, crs):
         parallel(lambda cr: self.kube.json("POST", f"/apis/apps/v1/namespaces/{NS}/deployments",
-                                           deployment_for(cr), verb="CREATE", resource="deployments.apps"),
+                                           deployment_for(cr), verb="POST", resource="deployments.apps"),
                  crs)
 
     def scale(self, names, size):
@@ -692,8 +689,11 @@ def trial(operator, n, idle, settings="default", timeout=900):
             def create():
                 crs = parallel(lambda nm: kube.json(
                     "POST", cr_path(), {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND,
-                                        "metadata": {"name": nm, "namespace": NS}, "spec": {"size": 1}},
-                    verb="CREATE", resource=f"{PLURAL}.{GROUP}"), names)
+                                        "metadata": {"name": nm, "namespace": NS},
+                                        # containerPort: the Go CRD requires it; the Rust CRD has none
+                                        # (the apiserver prunes it)
+                                        "spec": {"size": 1, "containerPort": 11211}},
+                    verb="POST", resource=f"{PLURAL}.{GROUP}"), names)
                 if baseline:
                     baseline.create(crs)
 
