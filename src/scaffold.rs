@@ -228,6 +228,26 @@ impl Plan {
         Ok(())
     }
 
+    /// Rewrites a file (as planned, else as on disk) with `edit`; a missing file is left alone.
+    pub fn edit(&mut self, path: &str, edit: impl FnOnce(&str) -> String) -> Result<()> {
+        let path = PathBuf::from(path);
+        let Some(text) = self.current(&path)? else {
+            return Ok(());
+        };
+        let if_exists = self
+            .files
+            .get(&path)
+            .map_or(IfExists::Overwrite, |p| p.if_exists);
+        self.files.insert(
+            path,
+            Planned {
+                contents: edit(&text),
+                if_exists,
+            },
+        );
+        Ok(())
+    }
+
     /// Files whose policy is `Error` and that already exist on disk.
     pub fn conflicts(&self) -> Vec<&Path> {
         self.files

@@ -608,3 +608,38 @@ fn envtest_use_without_assets_or_go_says_what_to_install() {
         "a failed build left a cache entry"
     );
 }
+
+#[test]
+fn force_with_another_image_replaces_the_image_setting() {
+    let dir = tempfile::tempdir().unwrap();
+    ok(
+        dir.path(),
+        &["init", "--domain", "example.com", "--project-name", "demo"],
+    );
+    let api = [
+        "create",
+        "api",
+        "--group",
+        "cache",
+        "--kind",
+        "Memcached",
+        "--plugins",
+        "deploy-image/v1-alpha",
+    ];
+    ok(
+        dir.path(),
+        &[&api[..], &["--image", "memcached:1.6"]].concat(),
+    );
+    ok(
+        dir.path(),
+        &[&api[..], &["--image", "memcached:1.7", "--force"]].concat(),
+    );
+    let manager = std::fs::read_to_string(dir.path().join("config/manager/manager.yaml")).unwrap();
+    assert_eq!(manager.matches("MEMCACHED_IMAGE").count(), 1, "{manager}");
+    assert!(manager.contains("value: \"memcached:1.7\""), "{manager}");
+    let project = std::fs::read_to_string(dir.path().join("PROJECT")).unwrap();
+    assert!(
+        project.contains("image: memcached:1.7") && !project.contains("memcached:1.6"),
+        "{project}"
+    );
+}

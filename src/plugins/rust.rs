@@ -356,12 +356,20 @@ fn wire(
     if let Some(image) = &options.image {
         // The image the deploy-image controller runs, overridable per deployment. Quoted as a JSON string
         // (valid YAML), so a value such as `123` stays a string.
+        let name_line = format!("        - name: {}_IMAGE", api.kind_upper);
+        // `--force` with another image replaces the entry instead of adding a second one.
+        plan.edit("config/manager/manager.yaml", |text| {
+            let mut lines: Vec<&str> = text.lines().collect();
+            if let Some(at) = lines.iter().position(|line| *line == name_line) {
+                lines.drain(at..(at + 2).min(lines.len()));
+            }
+            lines.join("\n") + "\n"
+        })?;
         plan.insert(Insertion {
             path: "config/manager/manager.yaml",
             marker: "env",
             fragment: format!(
-                "        - name: {}_IMAGE\n          value: {}",
-                api.kind_upper,
+                "{name_line}\n          value: {}",
                 serde_json::Value::from(image.image.as_str())
             ),
         })?;
