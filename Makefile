@@ -86,3 +86,10 @@ DOCS := docs/getting-started.md docs/zh/getting-started.md
 test-docs: build envtest ## Check the tutorials' snippets against testdata/project and run their commands.
 	PATH="$(dir $(RUSTBUILDER)):$$PATH" KUBEBUILDER_ASSETS="$(ASSETS)" CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) \
 	  python3 hack/doc-test.py $(DOCS)
+
+.PHONY: bench
+bench: ## Benchmark the generated Memcached operator against Kubebuilder's Go one on a local cluster (hours; BENCH_* knobs in docs/benchmarks.md).
+	RB_TARGET_DIR=$(CARGO_TARGET_DIR) PROJECTS_TARGET_DIR=$(PROJECTS_TARGET_DIR) ENVTEST_K8S_VERSION=$(ENVTEST_K8S_VERSION) python3 bench/bench.py prepare
+	RB_TARGET_DIR=$(CARGO_TARGET_DIR) PROJECTS_TARGET_DIR=$(PROJECTS_TARGET_DIR) ENVTEST_K8S_VERSION=$(ENVTEST_K8S_VERSION) python3 bench/bench.py run
+	RB_TARGET_DIR=$(CARGO_TARGET_DIR) PROJECTS_TARGET_DIR=$(PROJECTS_TARGET_DIR) ENVTEST_K8S_VERSION=$(ENVTEST_K8S_VERSION) python3 bench/bench.py build-times
+	python3 bench/bench.py report

@@ -44,6 +44,9 @@ RUSTBUILDER = RB_TARGET / "release/rustbuilder"
 BENCH_CACHE = CACHE / "bench"
 GO_CACHE = BENCH_CACHE / f"kubebuilder-{KUBEBUILDER_VERSION}"  # manager binary + CRD of the Go operator
 RUST_DIR = BENCH_CACHE / "rust-project"  # the generated Rust project (rebuilt by `prepare`)
+# Its manager and local_cluster example, copied out of the shared target dir: other generated projects
+# build a `local_cluster` example of their own into the same place (with their own CRDs compiled in).
+RUST_BIN = BENCH_CACHE / "rust-bin"
 
 GROUP, VERSION, PLURAL, KIND = "cache.example.com", "v1alpha1", "memcacheds", "Memcached"
 IMAGE = "memcached:1.6.26-alpine3.19"
@@ -152,7 +155,8 @@ def prepare_go():
         log(f"Go operator cached: {manager}")
         return
     with tempfile.TemporaryDirectory(prefix="bench-go-") as d:
-        d = Path(d)
+        d = Path(d) / "memcached-operator"  # kubebuilder names the project after the directory
+        d.mkdir()
         log("kubebuilder init + create api (deploy-image/v1-alpha) in", d)
         scaffold_go(d)
         env = go_env()
@@ -176,9 +180,16 @@ def prepare_rust():
     log("cargo build --release (Rust operator) + the local_cluster example")
     sh(["cargo", "build", "--release", "--bins"], cwd=RUST_DIR, env=env)
     sh(["cargo", "build", "--example", "local_cluster"], cwd=RUST_DIR, env=env)
+    RUST_BIN.mkdir(parents=True, exist_ok=True)
+    shutil.copy(rust_manager_built(), RUST_BIN / "manager")
+    shutil.copy(PROJECTS_TARGET / "debug/examples/local_cluster", RUST_BIN / "local_cluster")
 
 
 def rust_manager():
+    return RUST_BIN / "manager"
+
+
+def rust_manager_built():
     meta = json.loads(sh(["cargo", "metadata", "--no-deps", "--format-version", "1"], cwd=RUST_DIR).stdout)
     bins = [t["name"] for p in meta["packages"] for t in p["targets"] if "bin" in t["kind"]]
     name = next(b for b in bins if b != "crdgen")
@@ -209,57 +220,63 @@ def cmd_build_times(reps=int(os.environ.get("BENCH_BUILD_REPS", "3"))):
         inits, apis = [], []
         for _ in range(reps):
             with tempfile.TemporaryDirectory(prefix="bench-scaffold-") as d:
-                i, a = fn(Path(d))
+                d = Path(d) / "memcached-operator"  # kubebuilder names the project after the directory
+                d.mkdir()
+                i, a = fn(d)
                 inits.append(i)
                 apis.append(a)
         res["scaffold"][tool] = {"init": median_range(inits), "create_api": median_range(apis)}
         log(tool, "init", inits, "create api", apis)
 
-    # Builds. Cold = empty build cache of its own (dependencies already downloaded); incremental =
-    # rebuild after touching the controller source.
+    if os.environ.get("BENCH_BUILD_SKIP"):  # scaffolding figures only
+        RESULTS.mkdir(exist_ok=True)
+        (RESULTS / "build-times.json").write_text(json.dumps(res, indent=2))
+        log("wrote", RESULTS / "build-times.json", "(builds skipped)")
+        return
+    # Builds. Cold (BENCH_BUILD_COLD=1, the default) = an empty build cache of its own, with the
+    # dependencies already downloaded; warm (BENCH_BUILD_COLD=0) = the shared caches (GOCACHE default,
+    # PROJECTS_TARGET_DIR), cold builds skipped. Incremental = rebuild after touching the controller.
+    cold = os.environ.get("BENCH_BUILD_COLD", "1") != "0"
+    res["build"] = {"mode": "cold" if cold else "warm caches, cold builds skipped"}
     with tempfile.TemporaryDirectory(prefix="bench-build-") as d:
         d = Path(d)
-        go_dir, rs_dir = d / "go", d / "rust"
-        go_dir.mkdir()
-        rs_dir.mkdir()
+        go_dir, rs_dir = d / "go/memcached-operator", d / "rust/memcached-operator"
+        go_dir.mkdir(parents=True)
+        rs_dir.mkdir(parents=True)
         scaffold_go(go_dir)
-        env = dict(go_env(), GOCACHE=str(d / "gocache"))
+        env = dict(go_env(), GOCACHE=str(d / "gocache")) if cold else go_env()
         sh(["make", "manifests", "generate"], cwd=go_dir, env=env)
         sh([go_bin(), "mod", "download"], cwd=go_dir, env=env)
-        go_cold = timed([go_bin(), "build", "-o", "bin/manager", "cmd/main.go"], cwd=go_dir, env=env)
+        first = timed([go_bin(), "build", "-o", "bin/manager", "cmd/main.go"], cwd=go_dir, env=env)
         go_inc = []
         for _ in range(reps):
             with open(go_dir / "internal/controller/memcached_controller.go", "a") as f:
                 f.write("\n// touched\n")
             go_inc.append(timed([go_bin(), "build", "-o", "bin/manager", "cmd/main.go"], cwd=go_dir, env=env))
-        log("go cold", go_cold, "incremental", go_inc)
+        log("go first build", first, "incremental", go_inc)
+        res["build"]["go"] = {"incremental": median_range(go_inc),
+                              "binary_bytes": (go_dir / "bin/manager").stat().st_size}
+        if cold:
+            res["build"]["go"]["cold"] = first
 
         scaffold_rust(rs_dir)
-        renv = {"CARGO_TARGET_DIR": str(d / "target")}
+        target = d / "target" if cold else PROJECTS_TARGET
+        renv = {"CARGO_TARGET_DIR": str(target)}
         sh(["cargo", "fetch"], cwd=rs_dir, env=renv)
-        rs_cold = timed(["cargo", "build", "--release", "--bins"], cwd=rs_dir, env=renv)
-        rs_inc = []
         ctrl = rs_dir / "src/controller/memcached.rs"
-        for _ in range(reps):
-            with open(ctrl, "a") as f:
-                f.write("\n// touched\n")
-            rs_inc.append(timed(["cargo", "build", "--release", "--bins"], cwd=rs_dir, env=renv))
-        rs_dbg_cold = timed(["cargo", "build", "--bins"], cwd=rs_dir, env=renv)
-        rs_dbg_inc = []
-        for _ in range(reps):
-            with open(ctrl, "a") as f:
-                f.write("\n// touched\n")
-            rs_dbg_inc.append(timed(["cargo", "build", "--bins"], cwd=rs_dir, env=renv))
-        log("cargo release cold", rs_cold, "incremental", rs_inc, "debug cold", rs_dbg_cold, "inc", rs_dbg_inc)
-        res["build"] = {
-            "go": {"cold": go_cold, "incremental": median_range(go_inc),
-                   "binary_bytes": (go_dir / "bin/manager").stat().st_size},
-            "cargo_release": {"cold": rs_cold, "incremental": median_range(rs_inc)},
-            "cargo_debug": {"cold": rs_dbg_cold, "incremental": median_range(rs_dbg_inc)},
-        }
-        res["build"]["cargo_release"]["binary_bytes"] = max(
-            (p.stat().st_size for p in (d / "target/release").iterdir()
-             if p.is_file() and os.access(p, os.X_OK) and p.name != "crdgen"), default=0)
+        for profile, flags in (("cargo_release", ["--release"]), ("cargo_debug", [])):
+            first = timed(["cargo", "build", *flags, "--bins"], cwd=rs_dir, env=renv)
+            inc = []
+            for _ in range(reps):
+                with open(ctrl, "a") as f:
+                    f.write("\n// touched\n")
+                inc.append(timed(["cargo", "build", *flags, "--bins"], cwd=rs_dir, env=renv))
+            log(profile, "first build", first, "incremental", inc)
+            res["build"][profile] = {"incremental": median_range(inc)}
+            if cold:
+                res["build"][profile]["cold"] = first
+        manager = target / "release/memcached-operator"
+        res["build"]["cargo_release"]["binary_bytes"] = manager.stat().st_size if manager.exists() else 0
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "build-times.json").write_text(json.dumps(res, indent=2))
     log("wrote", RESULTS / "build-times.json")
@@ -402,13 +419,17 @@ def diff(after, before):
 # Cluster, operators, process sampling
 # ---------------------------------------------------------------------------------------------
 
+class ClusterMixup(Exception):
+    pass
+
+
 class Cluster:
     """The generated project's `local_cluster` example: etcd, kube-apiserver, controller-manager,
     scheduler, kwok with fake nodes. Stopped with SIGINT."""
 
     def __init__(self, tmp: Path, extra_pods: int):
         self.kubeconfig = tmp / "kubeconfig"
-        example = PROJECTS_TARGET / "debug/examples/local_cluster"
+        example = RUST_BIN / "local_cluster"
         env = dict(os.environ, KUBEBUILDER_ASSETS=assets())
         self.log = open(tmp / "cluster.log", "w")
         self.proc = subprocess.Popen([str(example), str(self.kubeconfig)], cwd=RUST_DIR, env=env,
@@ -419,8 +440,25 @@ class Cluster:
                 die(f"the local cluster did not start; see {tmp / 'cluster.log'}")
             time.sleep(0.2)
         self.kube = Kube(self.kubeconfig, tmp)
-        self.add_nodes(extra_pods)
-        self.kube.json("POST", "/api/v1/namespaces", {"metadata": {"name": NS}})
+        try:
+            self.wait_served()
+            # a fresh etcd: no namespace of ours, no Memcached anywhere
+            if self.kube.json("GET", f"/apis/{GROUP}/{VERSION}/{PLURAL}")["items"]:
+                raise ClusterMixup("Memcached objects exist in a fresh cluster")
+            self.kube.json("POST", "/api/v1/namespaces", {"metadata": {"name": NS}})
+            self.add_nodes(extra_pods)
+        except (ClusterMixup, RuntimeError):
+            self.stop()
+            raise
+
+    def wait_served(self):
+        """The CRD is Established before the kubeconfig is written, but the apiserver may still answer
+        404 for its group for a moment."""
+        deadline = time.monotonic() + 60
+        while self.kube.request("GET", cr_path())[0] != 200:
+            if time.monotonic() > deadline:
+                die(f"{PLURAL}.{GROUP} is not served")
+            time.sleep(0.2)
 
     def add_nodes(self, pods):
         """The example has 3 fake nodes of 110 pods: add kwok nodes so `pods` fit."""
@@ -490,11 +528,13 @@ class Sampler:
 
 
 def start_operator(name, cluster: Cluster, tmp: Path, settings: str):
-    env = dict(os.environ, KUBECONFIG=str(cluster.kubeconfig), RUST_LOG="info")
+    env = dict(os.environ, KUBECONFIG=str(cluster.kubeconfig), RUST_LOG="info",
+               MEMCACHED_IMAGE=IMAGE)  # as config/manager/manager.yaml sets it
     logf = open(tmp / f"{name}.log", "w")
     if name == "go":
         cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(GO_CACHE / "crd.yaml"))
         cluster.kubectl("wait", "--for=condition=Established", f"crd/{PLURAL}.{GROUP}")
+        cluster.wait_served()
         cmd = [str(GO_CACHE / "manager"), "--health-probe-bind-address=127.0.0.1:0",
                "--metrics-bind-address=0"]
     else:
@@ -521,6 +561,7 @@ def cr_path(name=""):
 def deployment_for(cr):
     """What the baseline writes: the Deployment both operators make (owned by the CR)."""
     name = cr["metadata"]["name"]
+    size = (cr.get("spec") or {}).get("size", 1)
     labels = {"app.kubernetes.io/name": "memcached-operator", "app.kubernetes.io/instance": name,
               "app.kubernetes.io/managed-by": "bench"}
     return {
@@ -528,7 +569,7 @@ def deployment_for(cr):
         "metadata": {"name": name, "namespace": NS, "labels": labels, "ownerReferences": [{
             "apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "name": name, "uid": cr["metadata"]["uid"],
             "controller": True, "blockOwnerDeletion": True}]},
-        "spec": {"replicas": cr["spec"]["size"], "selector": {"matchLabels": labels}, "template": {
+        "spec": {"replicas": size, "selector": {"matchLabels": labels}, "template": {
             "metadata": {"labels": labels},
             "spec": {"securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
                      "containers": [{
@@ -548,6 +589,8 @@ class State:
         self.n = n
         self.available = {}
         self.ready = {}
+        self.written = {}  # Deployment name -> when its spec.replicas was first seen at the target size
+        self.target = 1
         self.cv = threading.Condition()
 
     def on_cr(self, typ, o):
@@ -560,6 +603,9 @@ class State:
     def on_dep(self, typ, o):
         st = o.get("status") or {}
         with self.cv:
+            name = o["metadata"]["name"]
+            if (o.get("spec") or {}).get("replicas") == self.target and typ != "DELETED":
+                self.written.setdefault((self.target, name), time.monotonic())
             self.ready[o["metadata"]["name"]] = (
                 (st.get("readyReplicas") or 0) if typ != "DELETED" else -1,
                 (o.get("spec") or {}).get("replicas"))
@@ -634,7 +680,17 @@ def trial(operator, n, idle, settings="default", timeout=900):
     log(f"=== trial {operator} N={n} settings={settings}")
     with tempfile.TemporaryDirectory(prefix="bench-run-") as tmp:
         tmp = Path(tmp)
-        cluster = Cluster(tmp, extra_pods=2 * n + 50)
+        for attempt in range(3):
+            try:
+                cluster = Cluster(tmp, extra_pods=2 * n + 50)
+                break
+            except (ClusterMixup, RuntimeError) as e:
+                log(f"cluster start failed ({e}); starting another")
+                for f in tmp.iterdir():
+                    if f.is_file():
+                        f.unlink()
+        else:
+            die("the local cluster did not start cleanly three times")
         kube = cluster.kube
         proc = None
         stop = threading.Event()
@@ -665,6 +721,8 @@ def trial(operator, n, idle, settings="default", timeout=900):
                 c0 = sampler.cpu() if sampler else 0
                 if sampler:
                     sampler.reset_peak()
+                with state.cv:
+                    state.target = size
                 t0 = time.monotonic()
                 action()
                 wall = state.wait(size, timeout, t0) if wait else None
@@ -678,7 +736,10 @@ def trial(operator, n, idle, settings="default", timeout=900):
                     k = f"{verb} {res}"
                     if k in req:
                         req[k] = max(0, req[k] - cnt)
-                ph = {"wall": wall, "requests": req, "harness_requests": {f"{v} {r}": c for (v, r), c in own.items()}}
+                seen = [v for (size_, _), v in state.written.items() if size_ == size]
+                ph = {"wall": wall, "requests": req,
+                      # the operator's own part: until every Deployment exists with `size` replicas
+                      "deployments_written": (max(seen) - t0) if wait and len(seen) >= n else None, "harness_requests": {f"{v} {r}": c for (v, r), c in own.items()}}
                 if sampler:
                     ph["cpu_seconds"] = sampler.cpu() - c0
                     ph["peak_rss_bytes"] = sampler.peak
@@ -732,16 +793,40 @@ def trial(operator, n, idle, settings="default", timeout=900):
                     shutil.copy(f, keep)
 
 
-def operator_writes(req):
-    """Writes attributable to the operator: its CRs (status, finalizers) and Deployments, and events."""
+def is_write(key):
+    return key.split(" ", 1)[0] in WRITE_VERBS
+
+
+def requests_of(phase, operator):
+    """apiserver requests of a phase without the harness's own (CR creates, size patches, its watches);
+    for the plain client, its Deployment and status writes are put back: they are its work."""
+    req = dict(phase["requests"])
+    if operator == "baseline":
+        for k, v in phase["harness_requests"].items():
+            if k.split(" ", 1)[1] in ("deployments.apps", f"{PLURAL}/status.{GROUP}"):
+                req[k] = req.get(k, 0) + v
+    return req
+
+
+def operator_writes(phase, operator):
+    """Writes the operator (or the plain client) makes on its own objects: the CRs (finalizer), their
+    status and the Deployments. Events are counted apart (`event_writes`): the controller-manager and the
+    scheduler write events too."""
+    req = requests_of(phase, operator)
     tot = 0
     for k, v in req.items():
-        verb, res = k.split(" ", 1)
-        if verb not in WRITE_VERBS:
-            continue
-        if res.startswith(PLURAL) or res == "deployments.apps" or res.startswith("events"):
+        res = k.split(" ", 1)[1]
+        if is_write(k) and (res.startswith(PLURAL) or res == "deployments.apps"):
             tot += v
     return tot
+
+
+def event_writes(phase):
+    return sum(v for k, v in phase["requests"].items() if is_write(k) and k.split(" ", 1)[1].startswith("events"))
+
+
+def cluster_writes(phase):
+    return sum(v for k, v in phase["requests"].items() if is_write(k))
 
 
 def summarize(req):
@@ -749,7 +834,7 @@ def summarize(req):
 
 
 def cmd_run():
-    if not RUSTBUILDER.exists() or not (GO_CACHE / "manager").exists() or not RUST_DIR.exists():
+    if not RUSTBUILDER.exists() or not (GO_CACHE / "manager").exists() or not (RUST_BIN / "local_cluster").exists():
         die("run `python3 bench/bench.py prepare` (or `make bench`) first")
     assets()
     sizes = [int(x) for x in os.environ.get("BENCH_SIZES", "100,500,1000").split(",")]
@@ -808,45 +893,57 @@ def cmd_report():
     lines = []
     for settings in sorted({k[0] for k in by}):
         lines.append(f"\n#### Settings: {settings}\n")
-        lines.append("| N | operator | runs | create: s | × baseline | scale: s | × baseline | "
-                     "op. writes/CR create | op. writes/CR scale | idle writes (op.) | peak RSS MiB | CPU s |")
-        lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        lines.append("| N | operator | runs | create (s) | × plain | Deployments written (s) | scale (s) | × plain | "
+                     "Deployments scaled (s) | own writes/CR: create | scale | events/CR (create+scale) | "
+                     "idle: own writes | idle: events | peak RSS (MiB) | CPU (s) |")
+        lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for n in sorted({k[1] for k in by if k[0] == settings}):
             base = by.get((settings, n, "baseline"), [])
-            bc = statistics.median([t["phases"]["create"]["wall"] for t in base]) if base else None
-            bs = statistics.median([t["phases"]["scale"]["wall"] for t in base
-                                    if "scale" in t["phases"] and t["phases"]["scale"]["wall"]]) if base else None
+            walls = lambda ts, name: [t["phases"][name]["wall"] for t in ts
+                                      if name in t["phases"] and t["phases"][name]["wall"]]
+            bc = statistics.median(walls(base, "create")) if walls(base, "create") else None
+            bs = statistics.median(walls(base, "scale")) if walls(base, "scale") else None
             for op in ("rust", "go", "baseline"):
                 ts = by.get((settings, n, op))
                 if not ts:
                     continue
-                ph = lambda name: [t["phases"].get(name) for t in ts if t["phases"].get(name)]
-                cw = [p["wall"] for p in ph("create")]
-                sw = [p["wall"] for p in ph("scale")]
-                ratio = lambda xs, b: fmt_range([x / b for x in xs if x], "{:.2f}") if b else "—"
-                wc = [operator_writes(p["requests"]) / n for p in ph("create")]
-                ws = [operator_writes(p["requests"]) / n for p in ph("scale")]
-                wi = [operator_writes(p["requests"]) for p in ph("idle")]
-                rss = [t.get("peak_rss_bytes_total", 0) / 2**20 for t in ts if t.get("peak_rss_bytes_total")]
-                cpu = [t.get("cpu_seconds_total") for t in ts if t.get("cpu_seconds_total") is not None]
-                lines.append(f"| {n} | {op} | {len(ts)} | {fmt_range(cw)} | {ratio(cw, bc)} | {fmt_range(sw)} | "
-                             f"{ratio(sw, bs)} | {fmt_range(wc, '{:.2f}')} | {fmt_range(ws, '{:.2f}')} | "
-                             f"{fmt_range(wi, '{:.0f}')} | {fmt_range(rss)} | {fmt_range(cpu)} |")
+                ph = lambda name: [t["phases"][name] for t in ts if name in t["phases"]]
+                cw, sw = walls(ts, "create"), walls(ts, "scale")
+                ratio = lambda xs, b: fmt_range([x / b for x in xs], "{:.2f}") if b and xs else "—"
+                wc = [operator_writes(p, op) / n for p in ph("create")]
+                ws = [operator_writes(p, op) / n for p in ph("scale")]
+                ev = [(event_writes(t["phases"]["create"]) + event_writes(t["phases"]["scale"])) / n
+                      for t in ts if "scale" in t["phases"]]
+                wi = [operator_writes(p, op) for p in ph("idle")]
+                ei = [event_writes(p) for p in ph("idle")]
+                rss = [t["peak_rss_bytes_total"] / 2**20 for t in ts if t.get("peak_rss_bytes_total")]
+                cpu = [t["cpu_seconds_total"] for t in ts if t.get("cpu_seconds_total") is not None]
+                timeout = sum(1 for t in ts if t.get("timeout"))
+                name = op if op != "baseline" else "plain client"
+                if timeout:
+                    name += f" ({timeout} timed out)"
+                dw = lambda name: fmt_range([p.get("deployments_written") for p in ph(name)])
+                lines.append(f"| {n} | {name} | {len(ts)} | {fmt_range(cw)} | {ratio(cw, bc)} | {dw('create')} | "
+                             f"{fmt_range(sw)} | {ratio(sw, bs)} | {dw('scale')} | {fmt_range(wc, '{:.2f}')} | {fmt_range(ws, '{:.2f}')} | "
+                             f"{fmt_range(ev, '{:.2f}')} | {fmt_range(wi, '{:.0f}')} | {fmt_range(ei, '{:.0f}')} | "
+                             f"{fmt_range(rss)} | {fmt_range(cpu)} |")
         # requests by verb and resource, the largest N, first run of each operator
         nmax = max(k[1] for k in by if k[0] == settings)
         lines.append(f"\nRequests by verb and resource at N={nmax} (first run; the harness's own requests "
                      "removed; includes controller-manager, scheduler and kwok):\n")
         ops = [op for op in ("rust", "go", "baseline") if by.get((settings, nmax, op))]
         keys = sorted({k for op in ops for p in by[(settings, nmax, op)][0]["phases"].values()
-                       for k in p["requests"]})
-        lines.append("| verb resource | " + " | ".join(f"{op} {ph}" for op in ops for ph in ("create", "scale", "idle")) + " |")
+                       for k, v in requests_of(p, op).items() if v})
+        label = {"rust": "Rust", "go": "Go", "baseline": "plain"}
+        lines.append("| verb resource | " + " | ".join(f"{label[op]} {ph}" for op in ops
+                                                       for ph in ("create", "scale", "idle")) + " |")
         lines.append("|---|" + "---|" * (3 * len(ops)))
         for k in keys:
             row = []
             for op in ops:
                 for ph in ("create", "scale", "idle"):
                     p = by[(settings, nmax, op)][0]["phases"].get(ph)
-                    row.append(str(int(p["requests"].get(k, 0))) if p else "—")
+                    row.append(str(int(requests_of(p, op).get(k, 0))) if p else "—")
             lines.append(f"| {k} | " + " | ".join(row) + " |")
     bt = RESULTS / "build-times.json"
     if bt.exists():
@@ -858,14 +955,21 @@ def cmd_report():
         for k in ("init", "create_api"):
             lines.append(f"| `{k.replace('_', ' ')}` | {fmt_range(s['rustbuilder'][k]['all'], '{:.2f}')} s | "
                          f"{fmt_range(s['kubebuilder'][k]['all'], '{:.2f}')} s |")
-        bb = b["build"]
-        lines.append(f"| cold build (release / go build) | {bb['cargo_release']['cold']:.1f} s | {bb['go']['cold']:.1f} s |")
-        lines.append(f"| incremental after touching the controller | "
-                     f"{fmt_range(bb['cargo_release']['incremental']['all'])} s | {fmt_range(bb['go']['incremental']['all'])} s |")
-        lines.append(f"| cold build, debug | {bb['cargo_debug']['cold']:.1f} s | — |")
-        lines.append(f"| incremental, debug | {fmt_range(bb['cargo_debug']['incremental']['all'])} s | — |")
-        lines.append(f"| binary size | {bb['cargo_release'].get('binary_bytes', 0) / 2**20:.1f} MiB | "
+        bb = b.get("build") or {}
+        if not bb:
+            lines.append("| builds | not measured in this run | not measured in this run |")
+    if bt.exists() and bb:
+        cold = lambda x: f"{x['cold']:.1f} s" if "cold" in x else "not measured"
+        lines.append(f"| cold build (`cargo build --release` / `go build`) | {cold(bb['cargo_release'])} | "
+                     f"{cold(bb['go'])} |")
+        lines.append(f"| incremental after touching the controller (release / go build) | "
+                     f"{fmt_range(bb['cargo_release']['incremental']['all'])} s | "
+                     f"{fmt_range(bb['go']['incremental']['all'])} s |")
+        lines.append(f"| cold build, `cargo build` (debug) | {cold(bb['cargo_debug'])} | — |")
+        lines.append(f"| incremental, `cargo build` (debug) | {fmt_range(bb['cargo_debug']['incremental']['all'])} s | — |")
+        lines.append(f"| manager binary | {bb['cargo_release'].get('binary_bytes', 0) / 2**20:.1f} MiB | "
                      f"{bb['go']['binary_bytes'] / 2**20:.1f} MiB |")
+        lines.append(f"\nBuild mode: {bb.get('mode', 'cold')}.")
     text = "\n".join(lines) + "\n"
     (RESULTS / "tables.md").write_text(text)
     print(text)
