@@ -68,6 +68,9 @@ testdata: build ## Regenerate the sample projects in testdata/ from their PROJEC
 
 .PHONY: verify-testdata
 verify-testdata: testdata ## Fail when testdata/ differs from what rustbuilder generates.
+	for project in $(TESTDATA); do \
+	  CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) $(RUSTBUILDER) manifests --check --dir $$project; \
+	done
 	@if [ -n "$$(git status --porcelain -- testdata)" ]; then \
 	  git status --short -- testdata; git --no-pager diff --stat -- testdata; \
 	  echo "testdata/ is out of date: run 'make testdata' and commit the result" >&2; exit 1; \

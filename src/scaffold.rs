@@ -159,10 +159,6 @@ impl Plan {
         }
     }
 
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
     /// Adds a file with literal contents.
     pub fn add(&mut self, path: impl Into<PathBuf>, contents: String, if_exists: IfExists) {
         self.files.insert(
@@ -266,13 +262,6 @@ impl Plan {
                 planned.if_exists = IfExists::Overwrite;
             }
         }
-    }
-
-    /// Planned files with their contents, in order.
-    pub fn files(&self) -> impl Iterator<Item = (&Path, &str)> {
-        self.files
-            .iter()
-            .map(|(path, planned)| (path.as_path(), planned.contents.as_str()))
     }
 
     /// Files whose contents on disk differ from the plan (or are missing).

@@ -37,6 +37,16 @@ pub fn status(verb: &str, message: impl std::fmt::Display) {
     }
 }
 
+/// One status line per written file: `Creating` for new files, `Updating` for changed ones.
+pub fn written(files: Vec<(std::path::PathBuf, bool)>) {
+    for (path, created) in files {
+        status(
+            if created { "Creating" } else { "Updating" },
+            path.display(),
+        );
+    }
+}
+
 /// A closing hint, e.g. what to run next.
 pub fn note(label: &str, message: impl std::fmt::Display) {
     if !quiet() {

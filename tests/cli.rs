@@ -463,7 +463,7 @@ fn alpha_generate_rebuilds_the_project_from_project_file() {
 }
 
 #[test]
-fn manifests_check_names_stale_files() {
+fn rbac_markers_change_the_generated_role() {
     let dir = memcached_project();
     // No crdgen run is needed to see that role.yaml is stale once a marker changes.
     let controller = dir.path().join("src/controller/memcached.rs");

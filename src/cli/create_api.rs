@@ -65,7 +65,7 @@ pub fn run(args: Args) -> Result<()> {
         image,
     };
     let plan = crate::plugins::rust::create_api(&args.project.dir, &options)?;
-    super::init::report(plan.apply()?);
+    shell::written(plan.apply()?);
     shell::note(
         "Next",
         "implement your new API and generate the manifests (CRDs, RBAC) with:\n$ make manifests",

@@ -55,7 +55,7 @@ pub fn run(args: Args) -> Result<()> {
         license: args.license,
     };
     let plan = crate::plugins::rust::init(&args.dir, &options)?;
-    report(plan.apply()?);
+    shell::written(plan.apply()?);
     shell::note(
         "Next",
         "define a resource with:\n$ rustbuilder create api --group <group> --version v1alpha1 --kind <Kind>",
@@ -81,14 +81,4 @@ fn default_project_name(dir: &std::path::Path) -> Result<ProjectName> {
             e.rule
         )
     })
-}
-
-/// Prints one status line per written file.
-pub fn report(written: Vec<(PathBuf, bool)>) {
-    for (path, created) in written {
-        shell::status(
-            if created { "Creating" } else { "Updating" },
-            path.display(),
-        );
-    }
 }

@@ -36,6 +36,6 @@ pub fn run(args: Args) -> Result<()> {
     if written.is_empty() {
         shell::status("Fresh", "manifests are up to date");
     }
-    super::init::report(written);
+    shell::written(written);
     Ok(())
 }
