@@ -292,12 +292,14 @@ impl TestEnv {
         .await;
     }
 
-    /// Starts `bin` with its output in `<dir>/<name>.log`.
+    /// Starts `bin` with its output in `<dir>/<name>.log`, adding the flags of
+    /// [`extra_flags`] after `args` (the last value of a flag wins).
     fn spawn(&mut self, name: &'static str, bin: &Path, args: Vec<String>) {
         let log = self.dir.path().join(format!("{name}.log"));
         let out = File::create(&log).expect("envtest: cannot create a log file");
         let mut cmd = Command::new(bin);
         cmd.args(args)
+            .args(extra_flags(name))
             .stdin(Stdio::null())
             .stdout(out.try_clone().expect("log file"))
             .stderr(out);
@@ -408,6 +410,14 @@ fn asset(name: &str) -> PathBuf {
         panic!("envtest: {name} not found at {}: {HINT}", path.display());
     }
     path
+}
+
+/// More flags for one component, from `ENVTEST_<NAME>_FLAGS` split at whitespace, e.g.
+/// `ENVTEST_KUBE_CONTROLLER_MANAGER_FLAGS="--kube-api-qps=500 --kube-api-burst=1000"`.
+fn extra_flags(name: &str) -> Vec<String> {
+    let var = format!("ENVTEST_{}_FLAGS", name.to_uppercase().replace('-', "_"));
+    let flags = env::var(var).unwrap_or_default();
+    flags.split_whitespace().map(str::to_owned).collect()
 }
 
 /// Removes the directories of envs whose test process died without cleaning up: Ctrl-C

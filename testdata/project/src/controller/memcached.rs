@@ -24,10 +24,12 @@ use kube::{
     Api, Client, Resource, ResourceExt,
     api::{ObjectMeta, Patch, PatchParams},
     runtime::{
+        WatchStreamExt,
         controller::{self, Action, Controller},
         events::{Event, EventType, Recorder},
         finalizer::{Event as FinalizerEvent, finalizer},
-        watcher,
+        reflector::{self, ObjectRef, Store},
+        watcher::{self, watcher},
     },
 };
 use serde_json::Value;
@@ -43,8 +45,9 @@ use crate::{Error, Result};
 // - memcacheds/status: patch (server-side apply of the status).
 // - memcacheds/finalizers: update, needed where OwnerReferencesPermissionEnforcement is on,
 //   because our Deployments carry `blockOwnerDeletion: true`.
-// - deployments: get (read before writing), list+watch (`owns`), create+patch (server-side
-//   apply; when it creates the object the apiserver also checks `create`).
+// - deployments: list+watch (the controller's cache), get (read before creating one the cache
+//   does not know yet), create+patch (server-side apply; when it creates the object the apiserver
+//   also checks `create`).
 // - events: create, then patch to count repeats (kube's event Recorder).
 // +rustbuilder:rbac:groups=cache.example.com,resources=memcacheds,verbs=list;watch;patch
 // +rustbuilder:rbac:groups=cache.example.com,resources=memcacheds/status,verbs=patch
@@ -78,27 +81,16 @@ pub struct Context {
     pub image: String,
     /// Retry delays of objects whose reconciliation failed.
     pub backoff: ErrorBackoff,
+    /// Every Deployment as the controller's watch last saw it: reading one costs no API call.
+    pub deployments: Store<Deployment>,
 }
 
-impl Context {
-    /// A context running `image`.
-    pub fn new(client: Client, image: impl Into<String>) -> Self {
-        Self {
-            recorder: Recorder::new(client.clone(), reporter()),
-            client,
-            image: image.into(),
-            backoff: ErrorBackoff::default(),
-        }
-    }
-
-    /// A context running the image named by `MEMCACHED_IMAGE`, or [`DEFAULT_IMAGE`].
-    pub fn from_env(client: Client) -> Self {
-        let image = std::env::var(IMAGE_ENV)
-            .ok()
-            .filter(|image| !image.trim().is_empty())
-            .unwrap_or_else(|| DEFAULT_IMAGE.to_owned());
-        Self::new(client, image)
-    }
+/// The image named by `MEMCACHED_IMAGE`, or [`DEFAULT_IMAGE`].
+pub fn image_from_env() -> String {
+    std::env::var(IMAGE_ENV)
+        .ok()
+        .filter(|image| !image.trim().is_empty())
+        .unwrap_or_else(|| DEFAULT_IMAGE.to_owned())
 }
 
 /// Names this controller in metrics (`controller="memcached"`) and logs.
@@ -110,21 +102,32 @@ const MAX_CONCURRENT_RECONCILES: u16 = 2;
 
 /// Runs the controller until shutdown is requested, then lets in-flight reconciles finish.
 pub async fn run(manager: Manager) {
-    let ctx = Context::from_env(manager.client());
-    run_with(manager, ctx).await;
+    run_with(manager, image_from_env()).await;
 }
 
-/// [`run`] with a given context (tests use it to choose the image).
-pub async fn run_with(manager: Manager, ctx: Context) {
-    let ctx = Arc::new(ctx);
-    info!(controller = NAME, image = %ctx.image, "starting");
-    let api = Api::<Memcached>::all(manager.client());
-    let deployments = Api::<Deployment>::all(manager.client());
+/// [`run`] with a given image (tests use it).
+pub async fn run_with(manager: Manager, image: String) {
+    info!(controller = NAME, %image, "starting");
+    let client = manager.client();
+    let (deployments, cache) = reflector::store();
+    // One watch on Deployments does two jobs: it keeps `deployments` current, and a change to a
+    // Deployment (status update, someone editing or deleting it) reconciles the object owning it.
+    // Managed fields are dropped from the cache: they are large and never read here.
+    let deployment_changes = watcher(Api::<Deployment>::all(client.clone()), Default::default())
+        .modify(|deployment| deployment.managed_fields_mut().clear())
+        .reflect(cache)
+        .touched_objects();
+    let ctx = Arc::new(Context {
+        recorder: Recorder::new(client.clone(), reporter()),
+        client: client.clone(),
+        image,
+        backoff: ErrorBackoff::default(),
+        deployments,
+    });
+    let api = Api::<Memcached>::all(client);
     let config = controller::Config::default().concurrency(MAX_CONCURRENT_RECONCILES);
-    // Reconcile an object when it changes, and when a Deployment it owns changes (status updates,
-    // someone editing or deleting it).
     let controller = Controller::new(api, watcher::Config::default())
-        .owns(deployments, watcher::Config::default())
+        .owns_stream(deployment_changes)
         .with_config(config)
         .graceful_shutdown_on(manager.shutdown_signal());
     manager.ready_when_synced(controller.store());
@@ -228,11 +231,17 @@ async fn apply_deployment(object: &Memcached, ctx: &Context) -> Result<Action> {
     let deployments = Api::<Deployment>::namespaced(ctx.client.clone(), &namespace);
     let desired = build_deployment(object, &ctx.image)?;
 
-    let current = deployments.get_opt(&name).await?;
+    // The cache misses a Deployment we have not made yet, or one made an instant ago, or all of
+    // them while it fills after a start: ask the API server before creating.
+    let key = ObjectRef::new(&name).within(&namespace);
+    let current = match ctx.deployments.get(&key) {
+        Some(cached) => Some(cached),
+        None => deployments.get_opt(&name).await?.map(Arc::new),
+    };
     if let Some(current) = &current {
         ensure_controlled_by(current, object)?;
     }
-    let change = deployment_change(current.as_ref(), &desired)?;
+    let change = deployment_change(current.as_deref(), &desired)?;
     let deployment = match current {
         Some(current) if change == DeploymentChange::None => current,
         _ => {
@@ -245,7 +254,7 @@ async fn apply_deployment(object: &Memcached, ctx: &Context) -> Result<Action> {
             let (reason, action, note) = describe_change(&change, object);
             info!(object = %object_key(object), "{note}");
             publish(ctx, object, EventType::Normal, reason, action, &note).await;
-            applied
+            Arc::new(applied)
         }
     };
 
