@@ -323,7 +323,8 @@ async fn the_controller_runs_memcached_end_to_end() {
     .await;
 
     let manager = Manager::new(operator.clone());
-    let controller = tokio::spawn(memcached::run_with(manager.clone(), IMAGE.into()));
+    let run = memcached::run_with(manager.clone(), IMAGE.into());
+    let controller = tokio::spawn(run);
 
     let api: Api<Memcached> = Api::namespaced(admin.clone(), ns);
     let deployments: Api<Deployment> = Api::namespaced(admin.clone(), ns);
@@ -542,7 +543,8 @@ async fn a_deployment_controlled_by_another_owner_is_not_taken_over() {
     let foreign = deployments.create(&pp, &foreign).await.unwrap();
 
     let manager = Manager::new(client.clone());
-    let controller = tokio::spawn(memcached::run_with(manager.clone(), IMAGE.into()));
+    let run = memcached::run_with(manager.clone(), IMAGE.into());
+    let controller = tokio::spawn(run);
     let api: Api<Memcached> = Api::namespaced(client.clone(), "default");
     api.create(&pp, &new_object("taken", 1)).await.unwrap();
 
