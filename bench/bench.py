@@ -59,6 +59,17 @@ API_FLAGS = [
     "--plugins", "deploy-image/v1-alpha",
 ]
 NS = "bench"
+# Cluster profiles. "unlimited" lifts the client-side rate limits of kube-controller-manager and
+# kube-scheduler (20 and 50 requests/s by default), as `kwokctl --disable-qps-limits` does, so the
+# operators, not the cluster's own controllers, set the pace. "default" keeps them.
+UNLIMITED = "--kube-api-qps=5000 --kube-api-burst=10000"
+CLUSTER_PROFILES = {
+    "unlimited": {"ENVTEST_KUBE_CONTROLLER_MANAGER_FLAGS": UNLIMITED, "ENVTEST_KUBE_SCHEDULER_FLAGS": UNLIMITED},
+    "default": {},
+}
+# The generated Rust operator reconciles 16 objects at a time; controller-runtime's default is 1.
+# "rust-1" is the same generated project with MAX_CONCURRENT_RECONCILES set to 1 (comparable settings).
+WORKERS_CONST = "const MAX_CONCURRENT_RECONCILES: u16 = 16;"
 WRITE_VERBS = {"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"}  # as apiserver_request_total names them
 
 
@@ -183,10 +194,19 @@ def prepare_rust():
     RUST_BIN.mkdir(parents=True, exist_ok=True)
     shutil.copy(rust_manager_built(), RUST_BIN / "manager")
     shutil.copy(PROJECTS_TARGET / "debug/examples/local_cluster", RUST_BIN / "local_cluster")
+    log("cargo build --release (Rust operator, 1 worker)")
+    controller = RUST_DIR / "src/controller/memcached.rs"
+    generated = controller.read_text()
+    if WORKERS_CONST not in generated:
+        die(f"{controller} no longer has `{WORKERS_CONST}`: update WORKERS_CONST in bench.py")
+    controller.write_text(generated.replace(WORKERS_CONST, WORKERS_CONST.replace("= 16", "= 1")))
+    sh(["cargo", "build", "--release", "--bins"], cwd=RUST_DIR, env=env)
+    controller.write_text(generated)
+    shutil.copy(rust_manager_built(), RUST_BIN / "manager-1-worker")
 
 
-def rust_manager():
-    return RUST_BIN / "manager"
+def rust_manager(operator="rust"):
+    return RUST_BIN / ("manager-1-worker" if operator == "rust-1" else "manager")
 
 
 def rust_manager_built():
@@ -427,10 +447,10 @@ class Cluster:
     """The generated project's `local_cluster` example: etcd, kube-apiserver, controller-manager,
     scheduler, kwok with fake nodes. Stopped with SIGINT."""
 
-    def __init__(self, tmp: Path, extra_pods: int):
+    def __init__(self, tmp: Path, extra_pods: int, profile: str):
         self.kubeconfig = tmp / "kubeconfig"
         example = RUST_BIN / "local_cluster"
-        env = dict(os.environ, KUBEBUILDER_ASSETS=assets())
+        env = dict(os.environ, KUBEBUILDER_ASSETS=assets(), **CLUSTER_PROFILES[profile])
         self.log = open(tmp / "cluster.log", "w")
         self.proc = subprocess.Popen([str(example), str(self.kubeconfig)], cwd=RUST_DIR, env=env,
                                      stdout=self.log, stderr=subprocess.STDOUT)
@@ -527,7 +547,7 @@ class Sampler:
         self.peak = self.rss()[0]
 
 
-def start_operator(name, cluster: Cluster, tmp: Path, settings: str):
+def start_operator(name, cluster: Cluster, tmp: Path):
     env = dict(os.environ, KUBECONFIG=str(cluster.kubeconfig), RUST_LOG="info",
                MEMCACHED_IMAGE=IMAGE)  # as config/manager/manager.yaml sets it
     logf = open(tmp / f"{name}.log", "w")
@@ -538,10 +558,7 @@ def start_operator(name, cluster: Cluster, tmp: Path, settings: str):
         cmd = [str(GO_CACHE / "manager"), "--health-probe-bind-address=127.0.0.1:0",
                "--metrics-bind-address=0"]
     else:
-        cmd = [str(rust_manager()), "--health-probe-bind-address=127.0.0.1:0", "--metrics-bind-address=0"]
-    if settings != "default":
-        env.update(json.loads(settings).get(name, {}).get("env", {}))
-        cmd += json.loads(settings).get(name, {}).get("args", [])
+        cmd = [str(rust_manager(name)), "--health-probe-bind-address=127.0.0.1:0", "--metrics-bind-address=0"]
     p = subprocess.Popen(cmd, env=env, stdout=logf, stderr=subprocess.STDOUT)
     time.sleep(3)  # informers synced (both list 0 objects at start)
     if p.poll() is not None:
@@ -675,14 +692,14 @@ class Baseline:
                                           verb="PATCH", resource="deployments.apps"), names)
 
 
-def trial(operator, n, idle, settings="default", timeout=900):
+def trial(operator, n, idle, profile, timeout=900):
     """One run: fresh cluster, one operator (or the baseline), create N CRs, scale 1->2, idle."""
-    log(f"=== trial {operator} N={n} settings={settings}")
+    log(f"=== trial {operator} N={n} cluster={profile}")
     with tempfile.TemporaryDirectory(prefix="bench-run-") as tmp:
         tmp = Path(tmp)
         for attempt in range(3):
             try:
-                cluster = Cluster(tmp, extra_pods=2 * n + 50)
+                cluster = Cluster(tmp, extra_pods=2 * n + 50, profile=profile)
                 break
             except (ClusterMixup, RuntimeError) as e:
                 log(f"cluster start failed ({e}); starting another")
@@ -701,7 +718,7 @@ def trial(operator, n, idle, settings="default", timeout=900):
                 baseline = Baseline(kube, state)
                 # The baseline writes its own status: the Rust CRD (installed by the cluster) has one.
             else:
-                proc = start_operator(operator, cluster, tmp, settings)
+                proc = start_operator(operator, cluster, tmp)
             kube.watch(cr_path(), state.on_cr, stop, f"{PLURAL}.{GROUP}")
 
             def on_dep(typ, o):
@@ -713,7 +730,7 @@ def trial(operator, n, idle, settings="default", timeout=900):
             time.sleep(1)
             sampler = Sampler(proc.pid) if proc else None
             names = [f"memcached-{i:04d}" for i in range(n)]
-            out = {"operator": operator, "n": n, "size": [1, 2], "settings": settings, "phases": {}}
+            out = {"operator": operator, "n": n, "size": [1, 2], "cluster": profile, "phases": {}}
 
             def phase(name, action, size, wait=True):
                 m0 = kube.metrics()
@@ -834,14 +851,17 @@ def summarize(req):
 
 
 def cmd_run():
-    if not RUSTBUILDER.exists() or not (GO_CACHE / "manager").exists() or not (RUST_BIN / "local_cluster").exists():
+    if not all(p.exists() for p in (RUSTBUILDER, GO_CACHE / "manager", RUST_BIN / "local_cluster",
+                                    rust_manager("rust-1"))):
         die("run `python3 bench/bench.py prepare` (or `make bench`) first")
     assets()
     sizes = [int(x) for x in os.environ.get("BENCH_SIZES", "100,500,1000").split(",")]
     runs = int(os.environ.get("BENCH_RUNS", "3"))
     idle = int(os.environ.get("BENCH_IDLE", "60"))
-    ops = os.environ.get("BENCH_OPERATORS", "rust,go,baseline").split(",")
-    settings = os.environ.get("BENCH_SETTINGS", "default")
+    ops = os.environ.get("BENCH_OPERATORS", "rust,go,baseline,rust-1").split(",")
+    profile = os.environ.get("BENCH_CLUSTER", "unlimited")
+    if profile not in CLUSTER_PROFILES:
+        die(f"BENCH_CLUSTER={profile}: one of {', '.join(CLUSTER_PROFILES)}")
     deadline = os.environ.get("BENCH_DEADLINE")  # HH:MM: start no trial after it
     RESULTS.mkdir(exist_ok=True)
     out_file = RESULTS / os.environ.get("BENCH_OUT", f"run-{time.strftime('%Y%m%d-%H%M%S')}.json")
@@ -854,7 +874,7 @@ def cmd_run():
                     log("deadline reached, stopping")
                     out_file.write_text(json.dumps(results, indent=2))
                     return
-                res = trial(op, n, idle, settings)
+                res = trial(op, n, idle, profile)
                 res["run"] = r
                 results["trials"].append(res)
                 out_file.write_text(json.dumps(results, indent=2))
@@ -882,6 +902,11 @@ def fmt_range(xs, f="{:.1f}"):
     return f"{f.format(med)} ({f.format(min(xs))}–{f.format(max(xs))})"
 
 
+# Rows of the report, in order.
+OPERATORS = {"rust": "rust (16 workers: default)", "rust-1": "rust, 1 worker", "go": "go (1 worker: default)",
+             "baseline": "plain client"}
+
+
 def cmd_report():
     files = [Path(p) for p in sys.argv[2:]] or sorted(RESULTS.glob("run-*.json"))
     trials = [t for f in files for t in json.loads(f.read_text())["trials"]]
@@ -889,22 +914,22 @@ def cmd_report():
         die("no results: run `python3 bench/bench.py run` first")
     by = {}
     for t in trials:
-        by.setdefault((t["settings"], t["n"], t["operator"]), []).append(t)
+        by.setdefault((t.get("cluster", "default"), t["n"], t["operator"]), []).append(t)
     lines = []
-    for settings in sorted({k[0] for k in by}):
-        lines.append(f"\n#### Settings: {settings}\n")
+    for cluster in sorted({k[0] for k in by}, key=lambda c: c != "unlimited"):
+        lines.append(f"\n#### Cluster: {cluster}\n")
         lines.append("| N | operator | runs | create (s) | × plain | Deployments written (s) | scale (s) | × plain | "
                      "Deployments scaled (s) | own writes/CR: create | scale | events/CR (create+scale) | "
                      "idle: own writes | idle: events | peak RSS (MiB) | CPU (s) |")
         lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-        for n in sorted({k[1] for k in by if k[0] == settings}):
-            base = by.get((settings, n, "baseline"), [])
+        for n in sorted({k[1] for k in by if k[0] == cluster}):
+            base = by.get((cluster, n, "baseline"), [])
             walls = lambda ts, name: [t["phases"][name]["wall"] for t in ts
                                       if name in t["phases"] and t["phases"][name]["wall"]]
             bc = statistics.median(walls(base, "create")) if walls(base, "create") else None
             bs = statistics.median(walls(base, "scale")) if walls(base, "scale") else None
-            for op in ("rust", "go", "baseline"):
-                ts = by.get((settings, n, op))
+            for op in OPERATORS:
+                ts = by.get((cluster, n, op))
                 if not ts:
                     continue
                 ph = lambda name: [t["phases"][name] for t in ts if name in t["phases"]]
@@ -919,7 +944,7 @@ def cmd_report():
                 rss = [t["peak_rss_bytes_total"] / 2**20 for t in ts if t.get("peak_rss_bytes_total")]
                 cpu = [t["cpu_seconds_total"] for t in ts if t.get("cpu_seconds_total") is not None]
                 timeout = sum(1 for t in ts if t.get("timeout"))
-                name = op if op != "baseline" else "plain client"
+                name = OPERATORS[op]
                 if timeout:
                     name += f" ({timeout} timed out)"
                 dw = lambda name: fmt_range([p.get("deployments_written") for p in ph(name)])
@@ -928,13 +953,13 @@ def cmd_report():
                              f"{fmt_range(ev, '{:.2f}')} | {fmt_range(wi, '{:.0f}')} | {fmt_range(ei, '{:.0f}')} | "
                              f"{fmt_range(rss)} | {fmt_range(cpu)} |")
         # requests by verb and resource, the largest N, first run of each operator
-        nmax = max(k[1] for k in by if k[0] == settings)
+        nmax = max(k[1] for k in by if k[0] == cluster)
         lines.append(f"\nRequests by verb and resource at N={nmax} (first run; the harness's own requests "
                      "removed; includes controller-manager, scheduler and kwok):\n")
-        ops = [op for op in ("rust", "go", "baseline") if by.get((settings, nmax, op))]
-        keys = sorted({k for op in ops for p in by[(settings, nmax, op)][0]["phases"].values()
+        ops = [op for op in OPERATORS if by.get((cluster, nmax, op))]
+        keys = sorted({k for op in ops for p in by[(cluster, nmax, op)][0]["phases"].values()
                        for k, v in requests_of(p, op).items() if v})
-        label = {"rust": "Rust", "go": "Go", "baseline": "plain"}
+        label = {"rust": "Rust", "rust-1": "Rust 1w", "go": "Go", "baseline": "plain"}
         lines.append("| verb resource | " + " | ".join(f"{label[op]} {ph}" for op in ops
                                                        for ph in ("create", "scale", "idle")) + " |")
         lines.append("|---|" + "---|" * (3 * len(ops)))
@@ -942,7 +967,7 @@ def cmd_report():
             row = []
             for op in ops:
                 for ph in ("create", "scale", "idle"):
-                    p = by[(settings, nmax, op)][0]["phases"].get(ph)
+                    p = by[(cluster, nmax, op)][0]["phases"].get(ph)
                     row.append(str(int(requests_of(p, op).get(k, 0))) if p else "—")
             lines.append(f"| {k} | " + " | ".join(row) + " |")
     bt = RESULTS / "build-times.json"
@@ -984,14 +1009,14 @@ def chart(by):
     except ImportError:
         log("matplotlib is missing: `python3 -m pip install matplotlib` for docs/benchmarks-convergence.png")
         return
-    settings = "default"
+    cluster = "unlimited" if any(k[0] == "unlimited" for k in by) else "default"
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, phase in zip(axes, ("create", "scale")):
-        for op, style in (("rust", "o-"), ("go", "s-"), ("baseline", "^--")):
-            ns = sorted(k[1] for k in by if k[0] == settings and k[2] == op)
+        for op, style in (("rust", "o-"), ("rust-1", "o:"), ("go", "s-"), ("baseline", "^--")):
+            ns = sorted(k[1] for k in by if k[0] == cluster and k[2] == op)
             xs, med, lo, hi = [], [], [], []
             for n in ns:
-                w = [t["phases"][phase]["wall"] for t in by[(settings, n, op)]
+                w = [t["phases"][phase]["wall"] for t in by[(cluster, n, op)]
                      if phase in t["phases"] and t["phases"][phase]["wall"]]
                 if w:
                     xs.append(n)
@@ -999,7 +1024,8 @@ def chart(by):
                     lo.append(statistics.median(w) - min(w))
                     hi.append(max(w) - statistics.median(w))
             if xs:
-                label = {"rust": "rustbuilder (Rust)", "go": "Kubebuilder (Go)", "baseline": "plain client"}[op]
+                label = {"rust": "rustbuilder (Rust)", "rust-1": "rustbuilder, 1 worker", "go": "Kubebuilder (Go)",
+                         "baseline": "plain client"}[op]
                 ax.errorbar(xs, med, yerr=[lo, hi], fmt=style, capsize=3, label=label)
         ax.set_title({"create": "create N Memcached (size 1)", "scale": "scale every CR 1 → 2"}[phase])
         ax.set_xlabel("N (custom resources)")

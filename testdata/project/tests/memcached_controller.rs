@@ -147,9 +147,9 @@ async fn a_no_op_server_side_apply_does_not_write() {
             "observedGeneration": 1,
             "replicas": 2,
             "conditions": [{
-                "type": "Available", "status": "True", "reason": "ReplicasAvailable",
-                "message": "2/2 replicas available", "lastTransitionTime": "2026-01-01T00:00:00Z",
-                "observedGeneration": 1,
+                "type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
+                "message": "Deployment steady has minimum availability",
+                "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1,
             }],
         },
     });

@@ -97,8 +97,9 @@ pub fn image_from_env() -> String {
 const NAME: &str = "memcached";
 
 /// How many objects may be reconciled at the same time (one object is never reconciled twice at
-/// once).
-const MAX_CONCURRENT_RECONCILES: u16 = 2;
+/// once). A reconcile spends its time waiting for the API server, so workers are cheap: with 2, a
+/// thousand new objects waited in line for their Deployments three times longer than with 16.
+const MAX_CONCURRENT_RECONCILES: u16 = 16;
 
 /// Runs the controller until shutdown is requested, then lets in-flight reconciles finish.
 pub async fn run(manager: Manager) {
@@ -245,18 +246,30 @@ async fn apply_deployment(object: &Memcached, ctx: &Context) -> Result<Action> {
     let deployment = match current {
         Some(current) if change == DeploymentChange::None => current,
         _ => {
+            let version = current.as_ref().and_then(|d| d.resource_version());
             // Server-side apply with `force`: we take back every field we set (replicas, the
             // pod template, labels) from whoever changed it, and leave other fields alone.
             let params = PatchParams::apply(MANAGER_NAME).force();
             let applied = deployments
                 .patch(&name, &params, &Patch::Apply(&desired))
                 .await?;
-            let (reason, action, note) = describe_change(&change, object);
-            info!(object = %object_key(object), "{note}");
-            publish(ctx, object, EventType::Normal, reason, action, &note).await;
+            if applied.resource_version() != version {
+                let (reason, action, note) = describe_change(&change, object);
+                info!(object = %object_key(object), "{note}");
+                publish(ctx, object, EventType::Normal, reason, action, &note).await;
+                // The change comes back as a watch event on the Deployment, which reconciles
+                // again: the status is written then, from what the Deployment controller did.
+                return Ok(Action::await_change());
+            }
+            // Same version: the Deployment was right already, only our cache was behind.
             Arc::new(applied)
         }
     };
+    if !observed(&deployment) {
+        // The Deployment controller has not acted on the latest spec yet: nothing new to
+        // report. Its status update is a watch event that brings us back here.
+        return Ok(Action::await_change());
+    }
 
     patch_status(object, ctx, desired_status(object, &deployment, &now())).await?;
     // Nothing to poll: the Deployment's status changes trigger the next reconciliation.
@@ -589,21 +602,22 @@ fn own_conditions(object: &Memcached) -> Vec<Condition> {
 
 /// The status a `Memcached` should report, given its Deployment: a pure function.
 ///
-/// - Available is True only when the Deployment controller has seen the latest spec and
-///   `size` replicas are available.
-/// - Progressing is True while a rollout or scaling is under way.
+/// - Available follows the Deployment's own Available condition: minimum availability as its
+///   rollout strategy defines it. A `Memcached` being scaled keeps serving, so it stays
+///   Available.
+/// - Progressing is True until the Deployment controller has seen the latest spec and `size`
+///   replicas are updated and available.
 /// - Degraded is True when the Deployment cannot create Pods or its rollout is stuck.
 ///
-/// `now` is only used for conditions whose status changes.
+/// Messages name no changing counts (those are in `replicas` and `readyReplicas`), so a
+/// rollout rewrites the status only when a count or a condition changes. `now` is only used
+/// for conditions whose status changes.
 pub fn desired_status(object: &Memcached, deployment: &Deployment, now: &Time) -> MemcachedStatus {
     let generation = object.metadata.generation;
     let size = object.spec.size;
     let name = deployment.name_any();
     let status = deployment.status.clone().unwrap_or_default();
-    let observed = matches!(
-        (status.observed_generation, deployment.metadata.generation),
-        (Some(seen), Some(current)) if seen >= current
-    );
+    let observed = observed(deployment);
     let available = status.available_replicas.unwrap_or(0);
     let updated = status.updated_replicas.unwrap_or(0);
     let replicas = status.replicas.unwrap_or(0);
@@ -616,6 +630,7 @@ pub fn desired_status(object: &Memcached, deployment: &Deployment, now: &Time) -
             .find(|c| c.type_ == type_ && c.status == status)
     };
     let message = |c: &DeploymentCondition| c.message.clone().unwrap_or_default();
+    let serving = find("Available", "True").is_some();
     let replica_failure = find("ReplicaFailure", "True").map(message);
     let stuck = find("Progressing", "False")
         .filter(|c| c.reason.as_deref() == Some("ProgressDeadlineExceeded"))
@@ -630,26 +645,19 @@ pub fn desired_status(object: &Memcached, deployment: &Deployment, now: &Time) -
         );
     };
 
-    if !observed {
-        set(
-            AVAILABLE,
-            "False",
-            "ReplicasUnavailable",
-            format!("Waiting for Deployment {name} to observe its latest spec"),
-        );
-    } else if available >= size {
+    if serving {
         set(
             AVAILABLE,
             "True",
-            "ReplicasAvailable",
-            format!("{available}/{size} replicas available"),
+            "MinimumReplicasAvailable",
+            format!("Deployment {name} has minimum availability"),
         );
     } else {
         set(
             AVAILABLE,
             "False",
-            "ReplicasUnavailable",
-            format!("{available}/{size} replicas available"),
+            "MinimumReplicasUnavailable",
+            format!("Deployment {name} does not have minimum availability"),
         );
     }
 
@@ -672,7 +680,7 @@ pub fn desired_status(object: &Memcached, deployment: &Deployment, now: &Time) -
             PROGRESSING,
             "True",
             "RollingOut",
-            format!("{updated}/{size} replicas updated, {available}/{size} available"),
+            format!("Waiting for Deployment {name} to have {size} updated, available replicas"),
         );
     }
 
@@ -696,6 +704,15 @@ pub fn desired_status(object: &Memcached, deployment: &Deployment, now: &Time) -
                 .collect::<Vec<_>>()
                 .join(","),
         ),
+    }
+}
+
+/// Whether the Deployment controller has seen the Deployment's latest spec.
+fn observed(deployment: &Deployment) -> bool {
+    let seen = deployment.status.as_ref().map(|s| s.observed_generation);
+    match (seen.flatten(), deployment.metadata.generation) {
+        (Some(seen), Some(latest)) => seen >= latest,
+        _ => false,
     }
 }
 
@@ -774,13 +791,20 @@ mod tests {
         deployment
     }
 
+    /// What the Deployment controller reports once `replicas` Pods run the latest spec.
     fn rolled_out(replicas: i32) -> DeploymentStatus {
+        let serving = if replicas > 0 { "True" } else { "False" };
         DeploymentStatus {
             observed_generation: Some(1),
             replicas: Some(replicas),
             updated_replicas: Some(replicas),
             ready_replicas: Some(replicas),
             available_replicas: Some(replicas),
+            conditions: Some(vec![DeploymentCondition {
+                type_: "Available".into(),
+                status: serving.into(),
+                ..Default::default()
+            }]),
             ..Default::default()
         }
     }
@@ -1003,7 +1027,10 @@ mod tests {
         let object = sample(3);
         let status = desired_status(&object, &deployed(&object, rolled_out(3)), &at(10));
         assert_eq!(get(&status, AVAILABLE).status, "True");
-        assert_eq!(get(&status, AVAILABLE).message, "3/3 replicas available");
+        assert_eq!(
+            get(&status, AVAILABLE).message,
+            "Deployment sample has minimum availability"
+        );
         assert_eq!(get(&status, PROGRESSING).status, "False");
         assert_eq!(get(&status, PROGRESSING).reason, "RolloutComplete");
         assert_eq!(get(&status, DEGRADED).status, "False");
@@ -1022,31 +1049,44 @@ mod tests {
     }
 
     #[test]
-    fn not_available_while_scaling_up() {
-        let object = sample(3);
+    fn stays_available_while_scaling_up() {
+        let mut object = sample(3);
         let mut scaling = rolled_out(1);
         scaling.replicas = Some(3);
         scaling.updated_replicas = Some(3);
-        let status = desired_status(&object, &deployed(&object, scaling), &at(10));
-        assert_eq!(get(&status, AVAILABLE).status, "False");
-        assert_eq!(get(&status, AVAILABLE).message, "1/3 replicas available");
+        let status = desired_status(&object, &deployed(&object, scaling.clone()), &at(10));
+        assert_eq!(get(&status, AVAILABLE).status, "True");
         assert_eq!(get(&status, PROGRESSING).status, "True");
         assert_eq!(get(&status, DEGRADED).status, "False");
+        assert_eq!(status.ready_replicas, Some(1));
+
+        // One more Pod ready: only the count changes, the conditions stay as they were.
+        object.status = Some(status.clone());
+        scaling.ready_replicas = Some(2);
+        scaling.available_replicas = Some(2);
+        let next = desired_status(&object, &deployed(&object, scaling), &at(20));
+        assert_eq!(next.conditions, status.conditions);
+        assert_eq!(next.ready_replicas, Some(2));
     }
 
     #[test]
-    fn not_available_before_the_deployment_controller_caught_up() {
+    fn not_available_until_the_deployment_reports_minimum_availability() {
+        let object = sample(3);
+        let fresh = deployed(&object, DeploymentStatus::default());
+        let status = desired_status(&object, &fresh, &at(10));
+        assert_eq!(get(&status, AVAILABLE).status, "False");
+        assert_eq!(get(&status, PROGRESSING).status, "True");
+        assert_eq!(status.replicas, Some(0));
+    }
+
+    #[test]
+    fn progressing_until_the_deployment_controller_caught_up() {
         let object = sample(3);
         let mut deployment = deployed(&object, rolled_out(3));
         deployment.metadata.generation = Some(2);
         let status = desired_status(&object, &deployment, &at(10));
-        assert_eq!(get(&status, AVAILABLE).status, "False");
+        assert_eq!(get(&status, AVAILABLE).status, "True");
         assert_eq!(get(&status, PROGRESSING).status, "True");
-
-        let fresh = deployed(&object, DeploymentStatus::default());
-        let status = desired_status(&object, &fresh, &at(10));
-        assert_eq!(get(&status, AVAILABLE).status, "False");
-        assert_eq!(status.replicas, Some(0));
     }
 
     #[test]
@@ -1098,9 +1138,8 @@ mod tests {
     #[test]
     fn transition_times_move_only_with_the_status() {
         let mut object = sample(3);
-        let mut scaling = rolled_out(1);
-        scaling.replicas = Some(3);
-        let first = desired_status(&object, &deployed(&object, scaling), &at(10));
+        let fresh = deployed(&object, DeploymentStatus::default());
+        let first = desired_status(&object, &fresh, &at(10));
         object.status = Some(first);
         let second = desired_status(&object, &deployed(&object, rolled_out(3)), &at(20));
         assert_eq!(get(&second, AVAILABLE).last_transition_time, at(20));
