@@ -210,6 +210,12 @@ impl Plan {
         })?;
         let updated = insert_at_marker(&text, insertion.marker, &insertion.fragment)
             .with_context(|| format!("cannot add to `{}`", path.display()))?;
+        self.replace(path, updated);
+        Ok(())
+    }
+
+    /// Plans new contents for a file, keeping what an earlier plan said about an existing one.
+    fn replace(&mut self, path: PathBuf, contents: String) {
         let if_exists = self
             .files
             .get(&path)
@@ -217,11 +223,10 @@ impl Plan {
         self.files.insert(
             path,
             Planned {
-                contents: updated,
+                contents,
                 if_exists,
             },
         );
-        Ok(())
     }
 
     /// Rewrites a file (as planned, else as on disk) with `edit`; a missing file is left alone.
@@ -230,17 +235,7 @@ impl Plan {
         let Some(text) = self.current(&path)? else {
             return Ok(());
         };
-        let if_exists = self
-            .files
-            .get(&path)
-            .map_or(IfExists::Overwrite, |p| p.if_exists);
-        self.files.insert(
-            path,
-            Planned {
-                contents: edit(&text),
-                if_exists,
-            },
-        );
+        self.replace(path, edit(&text));
         Ok(())
     }
 
