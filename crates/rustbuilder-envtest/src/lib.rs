@@ -1,0 +1,1 @@
+//! rustbuilder-envtest: a real control plane for tests.

@@ -1,0 +1,1 @@
+//! rustbuilder-runtime: what every operator shares.
