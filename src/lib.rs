@@ -5,7 +5,6 @@
 //! `plugins` (what each command generates), `manifests` (CRDs and RBAC), `envtest` (control-plane assets).
 
 pub mod cli;
-pub mod envtest;
 pub mod manifests;
 pub mod model;
 pub mod plugins;

@@ -535,7 +535,7 @@ fn generated_rust_is_rustfmt_clean_for_short_and_long_names() {
 /// A directory that looks like a complete asset set (empty files are enough for discovery).
 fn fake_assets(dir: &Path) {
     std::fs::create_dir_all(dir.join("kwok-stages")).unwrap();
-    for binary in rustbuilder::envtest::BINARIES {
+    for binary in rustbuilder_envtest::assets::BINARIES {
         std::fs::write(dir.join(binary), "").unwrap();
     }
 }
@@ -560,7 +560,7 @@ fn envtest_use_prefers_kubebuilder_assets_then_the_cache() {
     let cached = home
         .path()
         .join("cache/k8s")
-        .join(rustbuilder::envtest::platform_dir("1.36.3"));
+        .join(rustbuilder_envtest::assets::platform_dir("1.36.3"));
     fake_assets(&cached);
     let output = Command::new(env!("CARGO_BIN_EXE_rustbuilder"))
         .args(["envtest", "use", "1.36.3", "-p", "env", "--bin-dir"])
@@ -604,7 +604,9 @@ fn envtest_use_without_assets_or_go_says_what_to_install() {
         "{message}"
     );
     assert!(
-        rustbuilder::envtest::list(home.path()).unwrap().is_empty(),
+        rustbuilder_envtest::assets::list(home.path())
+            .unwrap()
+            .is_empty(),
         "a failed build left a cache entry"
     );
 }

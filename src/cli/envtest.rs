@@ -1,12 +1,37 @@
 //! `rustbuilder envtest`: control-plane binaries for tests (etcd, kube-apiserver, kubectl,
-//! kube-controller-manager, kube-scheduler, kwok), found in the cache or built from Go modules.
+//! kube-controller-manager, kube-scheduler, kwok), found in the cache or built from Go modules by
+//! `rustbuilder_envtest::assets`.
 
 use std::path::PathBuf;
 
 use anyhow::Result;
+use rustbuilder_envtest::assets::{self, Source};
 
-use crate::envtest::{self, Source};
 use crate::{shell, versions};
+
+// The CLI pins projects to the release its `envtest use` builds by default.
+const _: () = assert!(
+    same(versions::KUBERNETES, assets::DEFAULT_KUBERNETES_VERSION)
+        && same(versions::ETCD, assets::ETCD_VERSION)
+        && same(versions::KWOK, assets::KWOK_VERSION),
+    "src/versions.rs disagrees with rustbuilder_envtest::assets"
+);
+
+/// String equality in a const context.
+const fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
@@ -66,7 +91,7 @@ impl BinDir {
     fn resolve(self) -> Result<PathBuf> {
         match self.bin_dir {
             Some(dir) => Ok(std::path::absolute(dir)?),
-            None => envtest::default_bin_dir(),
+            None => Ok(assets::default_bin_dir()?),
         }
     }
 }
@@ -74,9 +99,12 @@ impl BinDir {
 pub fn run(command: Command) -> Result<()> {
     match command {
         Command::Use(args) => {
-            let version = envtest::parse_version(&args.version)?;
+            let version = assets::parse_version(&args.version)?;
             let bin_dir = args.bin_dir.resolve()?;
-            let (dir, source) = envtest::provide(&version, &bin_dir, !args.ignore_env)?;
+            let (dir, source) =
+                assets::provide(&version, &bin_dir, !args.ignore_env, &|verb, message| {
+                    shell::status(verb, message)
+                })?;
             match args.print {
                 Print::Path => println!("{}", dir.display()),
                 Print::Env => println!("export KUBEBUILDER_ASSETS='{}'", dir.display()),
@@ -86,7 +114,7 @@ pub fn run(command: Command) -> Result<()> {
                         Source::Cache => "cache",
                         Source::Built => "built now",
                     };
-                    let (os, arch) = envtest::platform();
+                    let (os, arch) = assets::platform();
                     let path = dir.display();
                     println!(
                         "Version: {version}\nOS/Arch: {os}/{arch}\nSource:  {from}\nPath:    {path}"
@@ -97,7 +125,7 @@ pub fn run(command: Command) -> Result<()> {
         }
         Command::List(args) => {
             let bin_dir = args.bin_dir.resolve()?;
-            let found = envtest::list(&bin_dir)?;
+            let found = assets::list(&bin_dir)?;
             if found.is_empty() {
                 shell::note(
                     "Empty",
@@ -107,9 +135,13 @@ pub fn run(command: Command) -> Result<()> {
                     ),
                 );
             }
-            for (name, path, complete) in found {
-                let state = if complete { "complete" } else { "incomplete" };
-                println!("{name}\t{state}\t{}", path.display());
+            for cached in found {
+                let state = if cached.complete {
+                    "complete"
+                } else {
+                    "incomplete"
+                };
+                println!("{}\t{state}\t{}", cached.name, cached.path.display());
             }
             Ok(())
         }
