@@ -1,6 +1,69 @@
-//! Rebuilds the CLI when a template changes: `include_dir!` embeds `templates/`, but cargo does not
-//! track the files it reads.
+//! Embeds what the CLI writes into projects, and tells cargo when to rebuild because of it.
+//!
+//! `templates/` is embedded by `include_dir!`, which cargo does not track on its own. The runtime crates are
+//! embedded file by file through a generated list (`$OUT_DIR/vendored.rs`) holding only what a project
+//! builds on: each crate's `Cargo.toml`, `README.md` and `src/**`, never `tests/`, `examples/` or `target/`.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// The crates copied into a generated project: (directory in this repository, directory under
+/// the project's `rustbuilder/`).
+const CRATES: &[(&str, &str)] = &[
+    ("crates/rustbuilder-runtime", "runtime"),
+    ("crates/rustbuilder-envtest", "envtest"),
+];
 
 fn main() {
     println!("cargo:rerun-if-changed=templates");
+    let root = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
+    let mut files: Vec<(String, PathBuf)> = Vec::new();
+    for (source, target) in CRATES {
+        let dir = root.join(source);
+        for name in ["Cargo.toml", "README.md"] {
+            let path = dir.join(name);
+            if path.is_file() {
+                println!("cargo:rerun-if-changed={source}/{name}");
+                files.push((format!("{target}/{name}"), path));
+            } else {
+                // Rebuild once the file appears.
+                println!("cargo:rerun-if-changed={source}");
+            }
+        }
+        println!("cargo:rerun-if-changed={source}/src");
+        walk(&dir, &dir.join("src"), target, &mut files);
+    }
+    files.sort();
+    let mut out = String::from(
+        "/// Every vendored file: its path under the project's `rustbuilder/`, and its bytes.\n\
+         pub static FILES: &[(&str, &[u8])] = &[\n",
+    );
+    for (relative, path) in &files {
+        let _ = writeln!(
+            out,
+            "    ({relative:?}, include_bytes!({:?})),",
+            path.display().to_string()
+        );
+    }
+    out.push_str("];\n");
+    let dest =
+        PathBuf::from(std::env::var_os("OUT_DIR").expect("set by cargo")).join("vendored.rs");
+    std::fs::write(dest, out).expect("OUT_DIR is writable");
+}
+
+/// Collects the files under `dir` as (`<target>/<path relative to crate>`, absolute path).
+fn walk(crate_dir: &Path, dir: &Path, target: &str, out: &mut Vec<(String, PathBuf)>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries {
+        let path = entry.expect("readable directory").path();
+        if path.is_dir() {
+            walk(crate_dir, &path, target, out);
+        } else {
+            let relative = path.strip_prefix(crate_dir).expect("under the crate");
+            let relative = relative.to_string_lossy().replace('\\', "/");
+            out.push((format!("{target}/{relative}"), path));
+        }
+    }
 }

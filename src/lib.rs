@@ -2,13 +2,16 @@
 //!
 //! `cli` parses commands and prints; the other modules do the work and know nothing of the command line:
 //! `model` (validated names), `project` (the PROJECT file), `scaffold` (templates, plans, markers),
-//! `plugins` (what each command generates), `manifests` (CRDs and RBAC), `envtest` (control-plane assets).
+//! `plugins` (what each command generates), `rustfmt` (formatting what is generated), `vendored` (the
+//! runtime crates written into projects), `manifests` (running a project's manifest writer).
 
 pub mod cli;
 pub mod manifests;
 pub mod model;
 pub mod plugins;
 pub mod project;
+pub mod rustfmt;
 pub mod scaffold;
 pub mod shell;
+pub mod vendored;
 pub mod versions;

@@ -2,14 +2,18 @@
 //!
 //! Templates live in `templates/<set>/`, mirroring the generated tree: `templates/init/src/main.rs.tera`
 //! renders to `src/main.rs`. Paths may hold placeholders of the same engine (`{{kind_snake}}.rs.tera`).
-//! Existing files are only edited at scaffold markers (`// +rustbuilder:scaffold:<name>`), never overwritten
-//! unless the user asked for it with `--force`.
+//! A template's first line may declare what happens when its file exists, as a comment of the engine:
+//! `{# if-exists: skip #}` (keep the file), `{# if-exists: overwrite #}` (replace it, and replace a file
+//! another set planned in the same command), or nothing: refuse unless `--force`.
+//! Existing files are otherwise only edited at scaffold markers (`// +rustbuilder:scaffold:<name>`).
+//! Planned Rust goes through rustfmt before it is written.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use include_dir::{Dir, DirEntry, include_dir};
@@ -20,7 +24,7 @@ static TEMPLATES: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/templates");
 /// The suffix that marks a file as a template; other files are copied as they are.
 const TEMPLATE_SUFFIX: &str = ".tera";
 
-/// The one engine, built once from every embedded template.
+/// The one engine, built once from every embedded template (policy headers removed).
 fn engine() -> &'static Tera {
     static ENGINE: OnceLock<Tera> = OnceLock::new();
     ENGINE.get_or_init(|| {
@@ -28,14 +32,14 @@ fn engine() -> &'static Tera {
         tera.autoescape_on(vec![]);
         let mut files = Vec::new();
         collect(&TEMPLATES, &mut files);
-        let sources = files.iter().filter_map(|(name, body)| {
-            name.strip_suffix(TEMPLATE_SUFFIX).map(|_| {
-                (
-                    name.as_str(),
-                    std::str::from_utf8(body).expect("templates are UTF-8"),
-                )
+        let sources: Vec<(&str, &str)> = files
+            .iter()
+            .filter(|(name, _)| name.ends_with(TEMPLATE_SUFFIX))
+            .map(|(name, body)| {
+                let text = std::str::from_utf8(body).expect("templates are UTF-8");
+                (name.as_str(), split_header(text).1)
             })
-        });
+            .collect();
         tera.add_raw_templates(sources)
             .unwrap_or_else(|e| panic!("embedded templates do not parse: {e:?}"));
         tera
@@ -51,6 +55,49 @@ fn collect(dir: &'static Dir<'static>, out: &mut Vec<(String, &'static [u8])>) {
             }
         }
     }
+}
+
+/// The first line of a template that declares what happens when its file exists:
+/// `{# if-exists: skip #}`, `{# if-exists: overwrite #}` or `{# if-exists: error #}` (the default).
+/// The CLI reads and removes the line; the engine never sees it.
+pub const POLICY_KEY: &str = "if-exists:";
+
+/// Splits a template into its policy header (the value after `if-exists:`) and the rest.
+fn split_header(text: &str) -> (Option<&str>, &str) {
+    let (first, rest) = text.split_once('\n').unwrap_or((text, ""));
+    let inner = first
+        .trim()
+        .strip_prefix("{#")
+        .and_then(|l| l.strip_suffix("#}"))
+        .map(|l| l.trim_matches('-').trim());
+    match inner.and_then(|l| l.strip_prefix(POLICY_KEY)) {
+        Some(value) => (Some(value.trim()), rest),
+        None => (None, text),
+    }
+}
+
+/// The policy a template declares on its first line, if any.
+pub fn declared_policy(name: &str) -> Result<Option<IfExists>> {
+    let file = TEMPLATES
+        .get_file(name)
+        .ok_or_else(|| anyhow!("no embedded template `{name}`"))?;
+    let text = file
+        .contents_utf8()
+        .ok_or_else(|| anyhow!("template `{name}` is not UTF-8"))?;
+    parse_policy(split_header(text).0)
+        .with_context(|| format!("template `{name}` has an invalid policy header"))
+}
+
+fn parse_policy(value: Option<&str>) -> Result<Option<IfExists>> {
+    Ok(match value {
+        None => None,
+        Some("error") => Some(IfExists::Error),
+        Some("skip") => Some(IfExists::Skip),
+        Some("overwrite") => Some(IfExists::Overwrite),
+        Some(other) => bail!(
+            "unknown policy `{other}`: write `{{# {POLICY_KEY} skip #}}`, `overwrite` or `error`"
+        ),
+    })
 }
 
 /// Every embedded file of a template set (e.g. `init`), as paths relative to the set, sorted.
@@ -76,9 +123,10 @@ pub fn render(name: &str, context: &tera::Context) -> Result<String> {
         let file = TEMPLATES
             .get_file(name)
             .ok_or_else(|| anyhow!("no embedded template `{name}`"))?;
-        file.contents_utf8()
-            .ok_or_else(|| anyhow!("template `{name}` is not UTF-8"))?
-            .to_string()
+        let text = file
+            .contents_utf8()
+            .ok_or_else(|| anyhow!("template `{name}` is not UTF-8"))?;
+        split_header(text).1.to_string()
     };
     Ok(normalize(&text))
 }
@@ -119,20 +167,43 @@ fn normalize(text: &str) -> String {
 }
 
 /// What to do when a planned file already exists on disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum IfExists {
-    /// Refuse, naming the file (the default for files the user owns once written).
-    Error,
-    /// Keep the file on disk (shared files created by the first command that needs them).
-    Skip,
     /// Replace it (files rustbuilder owns, and any file under `--force`).
     Overwrite,
+    /// Keep the file on disk (shared files created by the first command that needs them).
+    Skip,
+    /// Refuse, naming the file (the default for files the user owns once written).
+    Error,
+}
+
+/// Whether a planned file goes through rustfmt before it is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Format {
+    /// Written as planned.
+    No,
+    /// Formatted: Rust rendered from a template.
+    Yes,
+    /// Formatted only if this text, the file before an edit at a marker, was already rustfmt-clean: a
+    /// user's own formatting is never rewritten.
+    IfClean(String),
 }
 
 #[derive(Debug, Clone)]
 struct Planned {
     contents: String,
     if_exists: IfExists,
+    format: Format,
+    /// The template the file was rendered from, for messages about two templates planning one file.
+    template: Option<String>,
+}
+
+/// What [`Plan::apply`] did to a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    Created,
+    Updated,
+    Removed,
 }
 
 /// Files to write, keyed by path relative to the project root, in a deterministic order.
@@ -140,6 +211,7 @@ struct Planned {
 pub struct Plan {
     root: PathBuf,
     files: BTreeMap<PathBuf, Planned>,
+    removals: BTreeSet<PathBuf>,
 }
 
 /// Where a fragment goes: before the marker line `<comment> +rustbuilder:scaffold:<name>` in `path`.
@@ -151,49 +223,133 @@ pub struct Insertion<'a> {
 
 pub const MARKER_PREFIX: &str = "+rustbuilder:scaffold:";
 
+/// The policy of a template without a policy header. `mod.rs` files outside `init` are shared by the
+/// kinds of a version (keep the one on disk); everything else is the user's once written.
+fn undeclared_policy(set: &str, path: &Path) -> IfExists {
+    if set != "init" && path.file_name().is_some_and(|n| n == "mod.rs") {
+        IfExists::Skip
+    } else {
+        IfExists::Error
+    }
+}
+
+/// Whether a template without a policy header may replace a file another set planned: the
+/// deploy-image set replaces the base controller, type, tests and sample.
+fn undeclared_replaces(set: &str) -> bool {
+    set == "deploy-image"
+}
+
 impl Plan {
     pub fn new(root: impl Into<PathBuf>) -> Self {
         Self {
             root: root.into(),
             files: BTreeMap::new(),
+            removals: BTreeSet::new(),
         }
     }
 
-    /// Adds a file with literal contents.
+    /// Adds a file with literal contents, written as they are.
     pub fn add(&mut self, path: impl Into<PathBuf>, contents: String, if_exists: IfExists) {
+        let path = path.into();
+        self.removals.remove(&path);
         self.files.insert(
-            path.into(),
+            path,
             Planned {
                 contents,
                 if_exists,
+                format: Format::No,
+                template: None,
             },
         );
     }
 
-    /// Renders every template of `set` into the plan.
-    pub fn add_set(
-        &mut self,
-        set: &str,
-        context: &tera::Context,
-        if_exists: impl Fn(&str) -> IfExists,
-    ) -> Result<()> {
+    /// Plans the removal of a file (when it exists); a file planned for writing is not removed.
+    pub fn remove(&mut self, path: impl Into<PathBuf>) {
+        let path = path.into();
+        if !self.files.contains_key(&path) {
+            self.removals.insert(path);
+        }
+    }
+
+    /// Renders every template of `set` into the plan, each with the policy it declares.
+    pub fn add_set(&mut self, set: &str, context: &tera::Context) -> Result<()> {
         for name in template_set(set) {
-            let path = render_path(&name, context)?;
-            let contents = render(&format!("{set}/{name}"), context)?;
-            let policy = if_exists(&path);
-            self.add(path, contents, policy);
+            let template = format!("{set}/{name}");
+            let declared = declared_policy(&template)?;
+            let path = PathBuf::from(render_path(&name, context)?);
+            let contents = render(&template, context)?;
+            self.add_rendered(set, &template, path, contents, declared)?;
         }
         Ok(())
     }
 
-    /// The current text of a file: as planned, else as on disk.
-    fn current(&self, path: &Path) -> Result<Option<String>> {
-        if let Some(planned) = self.files.get(path) {
-            return Ok(Some(planned.contents.clone()));
-        }
+    /// Adds a rendered template. A path another template already planned may be replaced only by a
+    /// template that declares `overwrite`; the file on disk is then checked with the stricter policy.
+    fn add_rendered(
+        &mut self,
+        set: &str,
+        template: &str,
+        path: PathBuf,
+        contents: String,
+        declared: Option<IfExists>,
+    ) -> Result<()> {
+        let if_exists = match self.files.get(&path) {
+            Some(earlier) => {
+                let replaces = match declared {
+                    Some(policy) => policy == IfExists::Overwrite,
+                    None => undeclared_replaces(set),
+                };
+                if !replaces {
+                    bail!(
+                        "internal error: templates `{}` and `{template}` both plan `{}`\nhelp: a template replaces another's file only when its first line is `{{# {POLICY_KEY} overwrite #}}`",
+                        earlier.template.as_deref().unwrap_or("(a literal file)"),
+                        path.display()
+                    );
+                }
+                earlier
+                    .if_exists
+                    .max(declared.unwrap_or(IfExists::Overwrite))
+            }
+            None => declared.unwrap_or_else(|| undeclared_policy(set, &path)),
+        };
+        let format = if path.extension().is_some_and(|e| e == "rs") {
+            Format::Yes
+        } else {
+            Format::No
+        };
+        self.removals.remove(&path);
+        self.files.insert(
+            path,
+            Planned {
+                contents,
+                if_exists,
+                format,
+                template: Some(template.to_string()),
+            },
+        );
+        Ok(())
+    }
+
+    /// The text an edit starts from, with what the edited file inherits: the planned file, unless the
+    /// plan keeps the one on disk; else the file on disk, formatted after the edit only if it was clean.
+    fn base(&self, path: &Path) -> Result<Option<Planned>> {
         let full = self.root.join(path);
+        if let Some(planned) = self.files.get(path)
+            && !(planned.if_exists == IfExists::Skip && full.exists())
+        {
+            return Ok(Some(planned.clone()));
+        }
         match fs::read_to_string(&full) {
-            Ok(text) => Ok(Some(text)),
+            Ok(text) => Ok(Some(Planned {
+                format: if path.extension().is_some_and(|e| e == "rs") {
+                    Format::IfClean(text.clone())
+                } else {
+                    Format::No
+                },
+                contents: text,
+                if_exists: IfExists::Overwrite,
+                template: None,
+            })),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e).with_context(|| format!("failed to read `{}`", full.display())),
         }
@@ -202,40 +358,27 @@ impl Plan {
     /// Inserts a fragment before its marker, in the planned or on-disk version of the file.
     pub fn insert(&mut self, insertion: Insertion<'_>) -> Result<()> {
         let path = PathBuf::from(insertion.path);
-        let text = self.current(&path)?.ok_or_else(|| {
+        let mut planned = self.base(&path)?.ok_or_else(|| {
             anyhow!(
                 "cannot add to `{}`: the file does not exist\nhelp: restore it from version control, or re-create the project with `rustbuilder alpha generate`",
                 path.display()
             )
         })?;
-        let updated = insert_at_marker(&text, insertion.marker, &insertion.fragment)
-            .with_context(|| format!("cannot add to `{}`", path.display()))?;
-        self.replace(path, updated);
+        planned.contents =
+            insert_at_marker(&planned.contents, insertion.marker, &insertion.fragment)
+                .with_context(|| format!("cannot add to `{}`", path.display()))?;
+        self.files.insert(path, planned);
         Ok(())
-    }
-
-    /// Plans new contents for a file, keeping what an earlier plan said about an existing one.
-    fn replace(&mut self, path: PathBuf, contents: String) {
-        let if_exists = self
-            .files
-            .get(&path)
-            .map_or(IfExists::Overwrite, |p| p.if_exists);
-        self.files.insert(
-            path,
-            Planned {
-                contents,
-                if_exists,
-            },
-        );
     }
 
     /// Rewrites a file (as planned, else as on disk) with `edit`; a missing file is left alone.
     pub fn edit(&mut self, path: &str, edit: impl FnOnce(&str) -> String) -> Result<()> {
         let path = PathBuf::from(path);
-        let Some(text) = self.current(&path)? else {
+        let Some(mut planned) = self.base(&path)? else {
             return Ok(());
         };
-        self.replace(path, edit(&text));
+        planned.contents = edit(&planned.contents);
+        self.files.insert(path, planned);
         Ok(())
     }
 
@@ -259,41 +402,87 @@ impl Plan {
         }
     }
 
-    /// Files whose contents on disk differ from the plan (or are missing).
-    pub fn stale(&self) -> Result<Vec<PathBuf>> {
-        let mut stale = Vec::new();
+    /// Whether the plan writes `path` over a file on disk (it is planned and not kept as it is).
+    fn writes(&self, path: &Path, planned: &Planned) -> bool {
+        !(planned.if_exists == IfExists::Skip && self.root.join(path).exists())
+    }
+
+    /// Puts the planned Rust through one rustfmt process (see [`crate::rustfmt`]).
+    fn format(&mut self) {
+        let mut names = Vec::new();
+        let mut texts = Vec::new();
+        // (path, index of the planned text, index of the text before the edit)
+        let mut jobs: Vec<(PathBuf, usize, Option<usize>)> = Vec::new();
         for (path, planned) in &self.files {
-            let full = self.root.join(path);
-            match fs::read_to_string(&full) {
-                Ok(text) if text == planned.contents => {}
-                Ok(_) => stale.push(path.clone()),
-                Err(e) if e.kind() == ErrorKind::NotFound => stale.push(path.clone()),
-                Err(e) => {
-                    return Err(e).with_context(|| format!("failed to read `{}`", full.display()));
+            if !self.writes(path, planned) {
+                continue;
+            }
+            let before = match &planned.format {
+                Format::No => continue,
+                Format::Yes => None,
+                Format::IfClean(before) => Some(before),
+            };
+            names.push(path.clone());
+            texts.push(planned.contents.clone());
+            let at = texts.len() - 1;
+            let before_at = before.map(|text| {
+                names.push(path.with_extension("rs (before the edit)"));
+                texts.push(text.clone());
+                texts.len() - 1
+            });
+            jobs.push((path.clone(), at, before_at));
+        }
+        if jobs.is_empty() {
+            return;
+        }
+        let config = ["rustfmt.toml", ".rustfmt.toml"]
+            .iter()
+            .map(|name| self.root.join(name))
+            .find(|path| path.is_file());
+        let (outcome, errors) = crate::rustfmt::format(&names, &texts, config.as_deref());
+        let formatted = match outcome {
+            crate::rustfmt::Outcome::Formatted(formatted) => formatted,
+            crate::rustfmt::Outcome::Missing => {
+                static WARNED: AtomicBool = AtomicBool::new(false);
+                if !WARNED.swap(true, Ordering::Relaxed) {
+                    crate::shell::warning(crate::rustfmt::MISSING);
                 }
+                return;
+            }
+        };
+        if !errors.trim().is_empty() {
+            crate::shell::warning(format!(
+                "rustfmt could not format every file; those it names are written as generated:\n{}",
+                errors.trim_end()
+            ));
+        }
+        for (path, at, before_at) in jobs {
+            let clean_before = before_at.is_none_or(|b| formatted[b] == texts[b]);
+            if clean_before && let Some(planned) = self.files.get_mut(&path) {
+                planned.contents = formatted[at].clone();
             }
         }
-        Ok(stale)
     }
 
     /// Writes the plan all or nothing: every file is first written next to its target under a temporary
     /// name, and only when all of them succeeded are they renamed into place. On failure the temporary
-    /// files and any directory this call created are removed, leaving the tree as it was.
-    /// Returns each written path and whether it was created (`true`) or updated.
-    pub fn apply(self) -> Result<Vec<(PathBuf, bool)>> {
+    /// files and any directory this call created are removed, leaving the tree as it was. Rust goes
+    /// through rustfmt first. Returns each changed path and how it changed, in path order.
+    pub fn apply(mut self) -> Result<Vec<(PathBuf, Change)>> {
         if let Some(first) = self.conflicts().first() {
             bail!(
                 "`{}` already exists\nhelp: pass `--force` to overwrite the generated files",
                 first.display()
             );
         }
+        self.format();
         let mut staged: Vec<(PathBuf, PathBuf, PathBuf, bool)> = Vec::new();
         let mut created_dirs: Vec<PathBuf> = Vec::new();
         let result = (|| -> Result<()> {
             for (path, planned) in &self.files {
                 let target = self.root.join(path);
                 let exists = target.exists();
-                if exists && planned.if_exists == IfExists::Skip {
+                if !self.writes(path, planned) {
                     continue;
                 }
                 if exists && fs::read_to_string(&target).is_ok_and(|t| t == planned.contents) {
@@ -302,13 +491,7 @@ impl Plan {
                 if let Some(parent) = target.parent() {
                     create_dirs(parent, &mut created_dirs)?;
                 }
-                let temp = target.with_file_name(format!(
-                    ".{}.rustbuilder-tmp",
-                    target
-                        .file_name()
-                        .and_then(|n| n.to_str())
-                        .unwrap_or("file")
-                ));
+                let temp = temp_name(&target, "tmp");
                 fs::write(&temp, &planned.contents)
                     .with_context(|| format!("failed to write `{}`", target.display()))?;
                 copy_permissions(&target, &temp, path)?;
@@ -316,7 +499,25 @@ impl Plan {
             }
             Ok(())
         })();
+        // Files to remove are first moved aside, so a failure can put them back.
+        let mut moved: Vec<(PathBuf, PathBuf, PathBuf)> = Vec::new();
+        let result = result.and_then(|()| {
+            for path in &self.removals {
+                let target = self.root.join(path);
+                if !target.is_file() {
+                    continue;
+                }
+                let aside = temp_name(&target, "removed");
+                fs::rename(&target, &aside)
+                    .with_context(|| format!("failed to remove `{}`", target.display()))?;
+                moved.push((path.clone(), target, aside));
+            }
+            Ok(())
+        });
         if let Err(e) = result {
+            for (_, target, aside) in moved.iter().rev() {
+                let _ = fs::rename(aside, target);
+            }
             for (_, temp, _, _) in &staged {
                 let _ = fs::remove_file(temp);
             }
@@ -325,14 +526,44 @@ impl Plan {
             }
             return Err(e);
         }
-        let mut written = Vec::new();
+        let mut changed = Vec::new();
         for (path, temp, target, created) in staged {
             fs::rename(&temp, &target)
                 .with_context(|| format!("failed to write `{}`", target.display()))?;
-            written.push((path, created));
+            let change = if created {
+                Change::Created
+            } else {
+                Change::Updated
+            };
+            changed.push((path, change));
         }
-        Ok(written)
+        for (path, target, aside) in moved {
+            fs::remove_file(&aside)
+                .with_context(|| format!("failed to remove `{}`", target.display()))?;
+            // Directories the removal emptied go too, up to the project root.
+            let mut dir = target.parent();
+            while let Some(d) = dir {
+                if d == self.root || fs::remove_dir(d).is_err() {
+                    break;
+                }
+                dir = d.parent();
+            }
+            changed.push((path, Change::Removed));
+        }
+        changed.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(changed)
     }
+}
+
+/// A hidden name next to `target`, for a file on its way in or out.
+fn temp_name(target: &Path, purpose: &str) -> PathBuf {
+    target.with_file_name(format!(
+        ".{}.rustbuilder-{purpose}",
+        target
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("file")
+    ))
 }
 
 /// Creates `dir` and its missing parents, remembering which ones it made.
@@ -396,7 +627,9 @@ pub fn insert_at_marker(text: &str, marker: &str, fragment: &str) -> Result<Stri
             hits.len()
         ),
     };
-    if text.contains(fragment.trim_end()) {
+    // Compared without whitespace: rustfmt may have wrapped the fragment since it was inserted.
+    let squash = |s: &str| s.split_whitespace().collect::<String>();
+    if squash(text).contains(&squash(fragment)) {
         return Ok(text.to_string());
     }
     let mut lines: Vec<&str> = text.lines().collect();
@@ -460,5 +693,131 @@ mod tests {
             fs::read_to_string(dir.path().join("blocked")).unwrap(),
             "user data"
         );
+    }
+
+    #[test]
+    fn policy_headers_are_read_and_removed() {
+        assert_eq!(
+            split_header("{# if-exists: skip #}\nbody\n"),
+            (Some("skip"), "body\n")
+        );
+        assert_eq!(
+            split_header("{#- if-exists: overwrite -#}\nbody"),
+            (Some("overwrite"), "body")
+        );
+        assert_eq!(
+            split_header("{# a comment #}\nbody"),
+            (None, "{# a comment #}\nbody")
+        );
+        assert_eq!(split_header("body"), (None, "body"));
+        assert_eq!(parse_policy(Some("skip")).unwrap(), Some(IfExists::Skip));
+        assert_eq!(parse_policy(None).unwrap(), None);
+        let err = parse_policy(Some("keep")).unwrap_err().to_string();
+        assert!(err.contains("unknown policy `keep`"), "{err}");
+    }
+
+    #[test]
+    fn every_embedded_template_has_a_valid_policy() {
+        let mut files = Vec::new();
+        collect(&TEMPLATES, &mut files);
+        for (name, _) in files {
+            declared_policy(&name).unwrap();
+        }
+    }
+
+    #[test]
+    fn only_a_declared_overwrite_replaces_another_sets_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut plan = Plan::new(dir.path());
+        let path = PathBuf::from("src/controller/memcached.rs");
+        plan.add_rendered(
+            "controller",
+            "controller/c.rs.tera",
+            path.clone(),
+            "base\n".into(),
+            None,
+        )
+        .unwrap();
+        let err = plan
+            .add_rendered(
+                "other",
+                "other/c.rs.tera",
+                path.clone(),
+                "other\n".into(),
+                Some(IfExists::Error),
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("internal error: templates `controller/c.rs.tera` and `other/c.rs.tera` both plan `src/controller/memcached.rs`"),
+            "{err}"
+        );
+        plan.add_rendered(
+            "other",
+            "other/c.rs.tera",
+            path.clone(),
+            "replaced\n".into(),
+            Some(IfExists::Overwrite),
+        )
+        .unwrap();
+        let planned = &plan.files[&path];
+        assert_eq!(planned.contents, "replaced\n");
+        // The stricter policy of the two: the base refuses an existing file, so the replacement does.
+        assert_eq!(planned.if_exists, IfExists::Error);
+        fs::create_dir_all(dir.path().join("src/controller")).unwrap();
+        fs::write(dir.path().join(&path), "mine\n").unwrap();
+        assert_eq!(plan.conflicts(), vec![path.as_path()]);
+    }
+
+    #[test]
+    fn an_edit_of_a_kept_file_starts_from_the_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(
+            dir.path().join("mod.rs"),
+            "mod a;\n// +rustbuilder:scaffold:kinds\n",
+        )
+        .unwrap();
+        let mut plan = Plan::new(dir.path());
+        plan.add_rendered(
+            "api",
+            "api/mod.rs.tera",
+            "mod.rs".into(),
+            "// +rustbuilder:scaffold:kinds\n".into(),
+            Some(IfExists::Skip),
+        )
+        .unwrap();
+        plan.insert(Insertion {
+            path: "mod.rs",
+            marker: "kinds",
+            fragment: "mod b;".into(),
+        })
+        .unwrap();
+        plan.apply().unwrap();
+        assert_eq!(
+            fs::read_to_string(dir.path().join("mod.rs")).unwrap(),
+            "mod a;\nmod b;\n// +rustbuilder:scaffold:kinds\n"
+        );
+    }
+
+    #[test]
+    fn removals_are_part_of_the_all_or_nothing_write() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("old/deep")).unwrap();
+        fs::write(dir.path().join("old/deep/gone.rs"), "").unwrap();
+        fs::write(dir.path().join("blocked"), "user data").unwrap();
+        let mut plan = Plan::new(dir.path());
+        plan.remove("old/deep/gone.rs");
+        plan.add("blocked/x.txt", "x\n".into(), IfExists::Error);
+        assert!(plan.apply().is_err());
+        assert!(dir.path().join("old/deep/gone.rs").exists());
+
+        let mut plan = Plan::new(dir.path());
+        plan.remove("old/deep/gone.rs");
+        let changed = plan.apply().unwrap();
+        assert_eq!(
+            changed,
+            vec![(PathBuf::from("old/deep/gone.rs"), Change::Removed)]
+        );
+        assert!(!dir.path().join("old").exists());
     }
 }

@@ -8,9 +8,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use console::{Style, Term};
 
 static QUIET: AtomicBool = AtomicBool::new(false);
+/// `--quiet` as the user gave it.
+static USER_QUIET: AtomicBool = AtomicBool::new(false);
 
 pub fn set_quiet(quiet: bool) {
     QUIET.store(quiet, Ordering::Relaxed);
+    USER_QUIET.store(quiet, Ordering::Relaxed);
 }
 
 /// Runs `f` with status lines silenced, restoring the previous setting afterwards.
@@ -37,13 +40,29 @@ pub fn status(verb: &str, message: impl std::fmt::Display) {
     }
 }
 
-/// One status line per written file: `Creating` for new files, `Updating` for changed ones.
-pub fn written(files: Vec<(std::path::PathBuf, bool)>) {
-    for (path, created) in files {
-        status(
-            if created { "Creating" } else { "Updating" },
-            path.display(),
-        );
+/// One status line per changed file: `Creating`, `Updating` or `Removing`.
+pub fn written(files: Vec<(std::path::PathBuf, crate::scaffold::Change)>) {
+    use crate::scaffold::Change;
+    for (path, change) in files {
+        let verb = match change {
+            Change::Created => "Creating",
+            Change::Updated => "Updating",
+            Change::Removed => "Removing",
+        };
+        status(verb, path.display());
+    }
+}
+
+/// `warning: …` on stderr, unless the user passed `--quiet` (commands run quietly inside another
+/// command still warn).
+pub fn warning(message: impl std::fmt::Display) {
+    if !USER_QUIET.load(Ordering::Relaxed) {
+        let label = Style::new()
+            .for_stderr()
+            .yellow()
+            .bold()
+            .apply_to("warning:");
+        let _ = Term::stderr().write_line(&format!("{label} {message}"));
     }
 }
 

@@ -126,7 +126,6 @@ fn init_and_create_api_scaffold_the_tutorial_layout() {
         "src/bin/crdgen.rs",
         "src/api/v1alpha1/memcached.rs",
         "src/controller/memcached.rs",
-        "tests/envtest/mod.rs",
         "tests/memcached_controller.rs",
         "config/default/kustomization.yaml",
         "config/manager/manager.yaml",
@@ -136,6 +135,11 @@ fn init_and_create_api_scaffold_the_tutorial_layout() {
         "config/rbac/memcached_viewer_role.yaml",
         "config/samples/cache_v1alpha1_memcached.yaml",
         "config/crd/kustomization.yaml",
+        "rustbuilder/README.md",
+        "rustbuilder/runtime/Cargo.toml",
+        "rustbuilder/runtime/src/lib.rs",
+        "rustbuilder/envtest/Cargo.toml",
+        "rustbuilder/envtest/src/lib.rs",
     ] {
         assert!(
             files.contains_key(Path::new(expected)),
@@ -152,7 +156,10 @@ fn init_and_create_api_scaffold_the_tutorial_layout() {
         assert!(project.contains(line), "PROJECT lacks `{line}`:\n{project}");
     }
     let main = std::fs::read_to_string(dir.path().join("src/main.rs")).unwrap();
-    assert!(main.contains("controllers.spawn(controller::memcached::run(manager.clone()));"));
+    assert!(
+        main.contains("    controllers.add(controller::memcached::run(manager.clone()));\n"),
+        "{main}"
+    );
     let crds = std::fs::read_to_string(dir.path().join("config/crd/kustomization.yaml")).unwrap();
     assert!(crds.contains("- bases/cache.example.com_memcacheds.yaml"));
 }
@@ -409,6 +416,7 @@ fn every_command_has_help_with_an_example() {
         &["create", "api"],
         &["manifests"],
         &["alpha", "generate"],
+        &["alpha", "update-runtime"],
         &["envtest", "use"],
         &["envtest", "list"],
         &["version"],
@@ -445,6 +453,7 @@ fn alpha_generate_rebuilds_the_project_from_project_file() {
         &[
             "alpha",
             "generate",
+            "--skip-manifests",
             "--output-dir",
             target.to_str().unwrap(),
         ],
@@ -455,29 +464,11 @@ fn alpha_generate_rebuilds_the_project_from_project_file() {
     std::fs::create_dir(original.path().join(".git")).unwrap();
     std::fs::write(original.path().join(".git/HEAD"), "ref").unwrap();
     std::fs::write(original.path().join("src/lib.rs"), "// edited").unwrap();
-    ok(original.path(), &["alpha", "generate"]);
+    ok(original.path(), &["alpha", "generate", "--skip-manifests"]);
     let mut regenerated = tree(original.path());
     regenerated.retain(|k, _| !k.starts_with(".git"));
     assert_eq!(regenerated, tree(&target));
     assert!(original.path().join(".git/HEAD").exists());
-}
-
-#[test]
-fn rbac_markers_change_the_generated_role() {
-    let dir = memcached_project();
-    // No crdgen run is needed to see that role.yaml is stale once a marker changes.
-    let controller = dir.path().join("src/controller/memcached.rs");
-    let text = std::fs::read_to_string(&controller)
-        .unwrap()
-        .replace("verbs=get;patch", "verbs=get;patch;update");
-    std::fs::write(&controller, text).unwrap();
-    let rules = rustbuilder::manifests::rbac_rules(dir.path()).unwrap();
-    let role = rustbuilder::manifests::render_role(&rules);
-    assert!(role.contains("- update"), "{role}");
-    assert_ne!(
-        std::fs::read_to_string(dir.path().join("config/rbac/role.yaml")).unwrap(),
-        role
-    );
 }
 
 #[test]
@@ -515,7 +506,8 @@ fn generated_rust_is_rustfmt_clean_for_short_and_long_names() {
         ok(dir.path(), &[&api[..], plugin].concat());
         let mut files = Vec::new();
         for (path, _) in tree(dir.path()) {
-            if path.extension().is_some_and(|e| e == "rs") {
+            // The vendored crates are checked where they are developed.
+            if path.extension().is_some_and(|e| e == "rs") && !path.starts_with("rustbuilder") {
                 files.push(dir.path().join(path));
             }
         }
@@ -644,4 +636,410 @@ fn force_with_another_image_replaces_the_image_setting() {
         project.contains("image: memcached:1.7") && !project.contains("memcached:1.6"),
         "{project}"
     );
+}
+
+/// The files of `dir`, relative to it, that a project carries of a runtime crate.
+fn crate_sources(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    tree(dir)
+        .into_iter()
+        .filter(|(path, bytes)| {
+            bytes != b"<dir>"
+                && (path.starts_with("src")
+                    || path == Path::new("Cargo.toml")
+                    || path == Path::new("README.md"))
+        })
+        .collect()
+}
+
+#[test]
+fn init_vendors_the_runtime_crates_as_they_are() {
+    let dir = memcached_project();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (vendored, source) in [
+        ("rustbuilder/runtime", "crates/rustbuilder-runtime"),
+        ("rustbuilder/envtest", "crates/rustbuilder-envtest"),
+    ] {
+        let copy = tree(&dir.path().join(vendored));
+        let copy: BTreeMap<_, _> = copy.into_iter().filter(|(_, b)| b != b"<dir>").collect();
+        let original = crate_sources(&repo.join(source));
+        assert!(original.contains_key(Path::new("src/lib.rs")));
+        assert_eq!(
+            copy.keys().collect::<Vec<_>>(),
+            original.keys().collect::<Vec<_>>(),
+            "{vendored} holds other files than {source}"
+        );
+        assert!(copy == original, "{vendored} differs from {source}");
+    }
+    let readme = std::fs::read_to_string(dir.path().join("rustbuilder/README.md")).unwrap();
+    assert!(
+        readme.contains("rustbuilder alpha update-runtime") && readme.contains("Do not edit"),
+        "{readme}"
+    );
+}
+
+#[test]
+fn update_runtime_restores_the_vendored_crates() {
+    let dir = memcached_project();
+    let pristine = tree(dir.path());
+    let root = dir.path();
+    let lib = root.join("rustbuilder/runtime/src/lib.rs");
+    std::fs::write(&lib, "// edited\n").unwrap();
+    std::fs::remove_file(root.join("rustbuilder/envtest/Cargo.toml")).unwrap();
+    std::fs::create_dir_all(root.join("rustbuilder/runtime/src/gone")).unwrap();
+    std::fs::write(root.join("rustbuilder/runtime/src/gone/old.rs"), "").unwrap();
+    let cargo_toml = root.join("Cargo.toml");
+    let text = std::fs::read_to_string(&cargo_toml).unwrap();
+    let req = format!("version = \"{}\"", rustbuilder::vendored::version_req());
+    assert!(text.contains(&req), "{text}");
+    std::fs::write(&cargo_toml, text.replace(&req, "version = \"0.0\"")).unwrap();
+    // Files outside rustbuilder/ and the version requirements are the user's.
+    std::fs::write(root.join("src/lib.rs"), "// mine\n").unwrap();
+
+    let output = ok(root, &["alpha", "update-runtime"]);
+    let report = stderr(&output);
+    for line in [
+        "Updating rustbuilder/runtime/src/lib.rs",
+        "Creating rustbuilder/envtest/Cargo.toml",
+        "Removing rustbuilder/runtime/src/gone/old.rs",
+        "Updating Cargo.toml",
+    ] {
+        assert!(report.contains(line), "expected {line:?} in:\n{report}");
+    }
+    let mut after = tree(root);
+    assert_eq!(after.remove(Path::new("src/lib.rs")).unwrap(), b"// mine\n");
+    let mut expected = pristine.clone();
+    expected.remove(Path::new("src/lib.rs"));
+    assert_eq!(after, expected);
+
+    let again = ok(root, &["alpha", "update-runtime"]);
+    assert!(
+        stderr(&again).contains("already holds the runtime"),
+        "{}",
+        stderr(&again)
+    );
+
+    let empty = tempfile::tempdir().unwrap();
+    refused(
+        empty.path(),
+        &["alpha", "update-runtime"],
+        &["no `PROJECT` file", "help:"],
+    );
+}
+
+/// `init` + `create api` with `PATH` holding no rustfmt.
+fn scaffold_without_rustfmt(dir: &Path, args: &[&[&str]]) -> Vec<String> {
+    let no_tools = tempfile::tempdir().unwrap();
+    let mut warnings = Vec::new();
+    for args in args {
+        let output = Command::new(env!("CARGO_BIN_EXE_rustbuilder"))
+            .args(*args)
+            .current_dir(dir)
+            .env("NO_COLOR", "1")
+            .env("PATH", no_tools.path())
+            .env_remove("RUSTFMT")
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+        warnings.extend(
+            stderr(&output)
+                .lines()
+                .filter(|l| l.starts_with("warning:"))
+                .map(str::to_string),
+        );
+    }
+    warnings
+}
+
+#[test]
+fn generated_rust_goes_through_rustfmt() {
+    let api: &[&str] = &[
+        "create",
+        "api",
+        "--group",
+        "cache",
+        "--kind",
+        "MemcachedClusterBackupScheduleConfiguration",
+    ];
+    let init: &[&str] = &["init", "--domain", "example.com", "--project-name", "demo"];
+    let formatted = tempfile::tempdir().unwrap();
+    ok(formatted.path(), init);
+    ok(formatted.path(), api);
+    // The inserted line is longer than rustfmt's 100 columns: rustfmt wrapped it.
+    let long_line = "    controllers.add(controller::memcached_cluster_backup_schedule_configuration::run(manager.clone()));\n";
+    let main = formatted.path().join("src/main.rs");
+    let text = std::fs::read_to_string(&main).unwrap();
+    assert!(
+        !text.contains(long_line)
+            && text.contains("controller::memcached_cluster_backup_schedule_configuration::run"),
+        "{text}"
+    );
+    let check = Command::new("rustfmt")
+        .args(["--edition", "2024", "--check"])
+        .arg(&main)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+
+    let unformatted = tempfile::tempdir().unwrap();
+    let warnings = scaffold_without_rustfmt(unformatted.path(), &[init, api]);
+    let expected = "warning: rustfmt not found: the generated Rust is unformatted; install it with `rustup component add rustfmt`";
+    assert_eq!(warnings, [expected, expected], "one line per command");
+    let main = std::fs::read_to_string(unformatted.path().join("src/main.rs")).unwrap();
+    assert!(main.contains(long_line), "{main}");
+    // The same files, only formatted differently.
+    assert_eq!(
+        tree(unformatted.path()).keys().collect::<Vec<_>>(),
+        tree(formatted.path()).keys().collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_users_own_formatting_is_kept() {
+    let dir = memcached_project();
+    let main = dir.path().join("src/main.rs");
+    // Not rustfmt-clean: rustfmt would join these lines.
+    let edited = std::fs::read_to_string(&main).unwrap().replace(
+        "const LEADER_ELECTION_ID",
+        "#[allow(dead_code)]\nconst MY_FLAGS: [&str; 2] = [\n    \"a\",\n    \"b\",\n];\n\nconst LEADER_ELECTION_ID",
+    );
+    std::fs::write(&main, &edited).unwrap();
+    // A clean file is formatted after the insertion.
+    let lib = dir.path().join("src/controller/mod.rs");
+    ok(
+        dir.path(),
+        &["create", "api", "--group", "cache", "--kind", "Other"],
+    );
+    let after = std::fs::read_to_string(&main).unwrap();
+    assert!(
+        after.contains("const MY_FLAGS: [&str; 2] = [\n    \"a\",\n    \"b\",\n];"),
+        "{after}"
+    );
+    assert!(after.contains("    controllers.add(controller::other::run(manager.clone()));\n"));
+    let check = Command::new("rustfmt")
+        .args(["--edition", "2024", "--check"])
+        .arg(&lib)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+}
+
+#[test]
+fn deploy_image_replaces_the_base_controller_by_declaration() {
+    let dir = tempfile::tempdir().unwrap();
+    ok(
+        dir.path(),
+        &["init", "--domain", "example.com", "--project-name", "demo"],
+    );
+    ok(
+        dir.path(),
+        &[
+            "create",
+            "api",
+            "--group",
+            "cache",
+            "--kind",
+            "Memcached",
+            "--plugins",
+            "deploy-image/v1-alpha",
+            "--image",
+            "memcached:1.6",
+        ],
+    );
+    let controller =
+        std::fs::read_to_string(dir.path().join("src/controller/memcached.rs")).unwrap();
+    assert!(controller.contains("Deployment"), "{controller}");
+    let tests = std::fs::read_to_string(dir.path().join("tests/memcached_controller.rs")).unwrap();
+    assert!(tests.contains("Deployment"), "{tests}");
+
+    // The replaced file keeps the base's policy (refuse): a file of the user's in its place is kept.
+    let other = tempfile::tempdir().unwrap();
+    ok(
+        other.path(),
+        &["init", "--domain", "example.com", "--project-name", "demo"],
+    );
+    std::fs::create_dir_all(other.path().join("src/controller")).unwrap();
+    std::fs::write(other.path().join("src/controller/cache.rs"), "// mine\n").unwrap();
+    refused(
+        other.path(),
+        &[
+            "create",
+            "api",
+            "--group",
+            "cache",
+            "--kind",
+            "Cache",
+            "--plugins",
+            "deploy-image/v1-alpha",
+            "--image",
+            "memcached:1.6",
+        ],
+        &["`src/controller/cache.rs` already exists", "--force"],
+    );
+}
+
+#[test]
+fn deploy_image_rules_are_checked_before_rendering() {
+    let dir = memcached_project();
+    let api = |kind: &'static str, extra: &[&'static str]| {
+        let mut args = vec![
+            "create",
+            "api",
+            "--group",
+            "cache",
+            "--kind",
+            kind,
+            "--plugins",
+            "deploy-image/v1-alpha",
+            "--image",
+            "memcached:1.6",
+        ];
+        args.extend_from_slice(extra);
+        args
+    };
+    refused(
+        dir.path(),
+        &api("Cache", &["--namespaced=false"]),
+        &["needs a namespaced kind", "help: drop `--namespaced=false`"],
+    );
+    refused(
+        dir.path(),
+        &api("Deployment", &[]),
+        &[
+            "cannot scaffold kind `Deployment`",
+            "help: choose another kind",
+        ],
+    );
+    refused(
+        dir.path(),
+        &api("Tokio", &[]),
+        &["cannot scaffold kind `Tokio`", "(or `tokio`)"],
+    );
+    refused(
+        dir.path(),
+        &api("Cache", &["--run-as-user", "0"]),
+        &["`--run-as-user 0`", "help: choose a non-zero user ID"],
+    );
+}
+
+#[test]
+fn alpha_generate_ends_with_the_manifests() {
+    let original = memcached_project();
+    let out = tempfile::tempdir().unwrap();
+    let target = out.path().join("copy");
+    // No cargo here: the project is regenerated, then the manifest step fails and says so.
+    let output = Command::new(env!("CARGO_BIN_EXE_rustbuilder"))
+        .args(["alpha", "generate", "--output-dir"])
+        .arg(&target)
+        .current_dir(original.path())
+        .env("NO_COLOR", "1")
+        .env("CARGO", out.path().join("no-cargo"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let message = stderr(&output);
+    assert!(
+        message.contains("Running cargo run --quiet --bin crdgen -- --write")
+            && message.contains("manifests were not written")
+            && message.contains("failed to run `cargo`"),
+        "{message}"
+    );
+    assert!(target.join("PROJECT").exists());
+}
+
+#[test]
+fn manifests_needs_a_project_and_says_when_cargo_fails() {
+    let empty = tempfile::tempdir().unwrap();
+    refused(empty.path(), &["manifests"], &["no `PROJECT` file"]);
+    let dir = memcached_project();
+    let output = Command::new(env!("CARGO_BIN_EXE_rustbuilder"))
+        .args(["manifests", "--check"])
+        .current_dir(dir.path())
+        .env("NO_COLOR", "1")
+        .env("CARGO", "false")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let message = stderr(&output);
+    assert!(
+        message.contains("`cargo run --quiet --bin crdgen -- --check` failed")
+            && message.contains("help: run `make manifests`"),
+        "{message}"
+    );
+}
+
+/// `--help` of every command, compared with `tests/snapshots/help/<command>.txt`. Run with
+/// `RUSTBUILDER_BLESS=1` to rewrite the snapshots after a deliberate change.
+#[test]
+fn help_matches_the_snapshots() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/help");
+    let bless = std::env::var_os("RUSTBUILDER_BLESS").is_some();
+    let mut failures = Vec::new();
+    for command in [
+        &[][..],
+        &["init"],
+        &["create"],
+        &["create", "api"],
+        &["manifests"],
+        &["alpha"],
+        &["alpha", "generate"],
+        &["alpha", "update-runtime"],
+        &["envtest"],
+        &["envtest", "use"],
+        &["envtest", "list"],
+        &["version"],
+        &["completion"],
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_rustbuilder"))
+            .args(command)
+            .arg("--help")
+            .env("NO_COLOR", "1")
+            .env("COLUMNS", "100")
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+        let help = String::from_utf8(output.stdout).unwrap();
+        let name = if command.is_empty() {
+            "rustbuilder".to_string()
+        } else {
+            command.join("-")
+        };
+        let file = dir.join(format!("{name}.txt"));
+        if bless {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(&file, &help).unwrap();
+            continue;
+        }
+        let expected = std::fs::read_to_string(&file).unwrap_or_default();
+        if help != expected {
+            failures.push(format!(
+                "`rustbuilder {} --help` differs from {}:\n{help}",
+                command.join(" "),
+                file.display()
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{}\nhelp: RUSTBUILDER_BLESS=1 cargo test --test cli help_matches_the_snapshots",
+        failures.join("\n")
+    );
+    let top = std::fs::read_to_string(dir.join("rustbuilder.txt")).unwrap();
+    for command in ["create", "alpha", "envtest"] {
+        let line = top
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{command} ")))
+            .unwrap_or_else(|| panic!("`{command}` is not listed:\n{top}"));
+        assert!(
+            line.split_whitespace().count() > 2,
+            "`{command}` has no description: {line}"
+        );
+    }
 }

@@ -10,6 +10,21 @@ use crate::shell;
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
     Generate(GenerateArgs),
+    UpdateRuntime(UpdateRuntimeArgs),
+}
+
+/// Refresh the project's `rustbuilder/` directory to the runtime of this rustbuilder.
+///
+/// `rustbuilder/runtime/` and `rustbuilder/envtest/` become exactly the crates this rustbuilder ships
+/// (files they no longer have are removed), and their version requirements in Cargo.toml follow. Nothing
+/// else is touched; review the change with `git diff`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Example:\n  rustbuilder alpha update-runtime\n  git diff --stat rustbuilder/"
+)]
+pub struct UpdateRuntimeArgs {
+    #[command(flatten)]
+    pub project: super::ProjectDir,
 }
 
 /// Re-scaffold a whole project from its PROJECT file (how `testdata/` projects are regenerated).
@@ -28,6 +43,9 @@ pub struct GenerateArgs {
     /// Where to write the project; defaults to the input directory.
     #[arg(long, value_name = "DIR")]
     pub output_dir: Option<PathBuf>,
+    /// Do not write the manifests at the end (they need a build of the project: `make manifests` later).
+    #[arg(long)]
+    pub skip_manifests: bool,
 }
 
 /// Entries of an output directory that regeneration never touches: version control, build output, and
@@ -35,7 +53,44 @@ pub struct GenerateArgs {
 const KEEP: &[&str] = &[".git", "target", "Cargo.lock"];
 
 pub fn run(command: Command) -> Result<()> {
-    let Command::Generate(args) = command;
+    match command {
+        Command::Generate(args) => generate(args),
+        Command::UpdateRuntime(args) => update_runtime(args),
+    }
+}
+
+fn update_runtime(args: UpdateRuntimeArgs) -> Result<()> {
+    let plan = crate::vendored::update(&args.project.dir)?;
+    let changed = plan.apply()?;
+    let version = env!("CARGO_PKG_VERSION");
+    if changed.is_empty() {
+        shell::status(
+            "Fresh",
+            format!(
+                "{}/ already holds the runtime of rustbuilder {version}",
+                crate::vendored::DIR
+            ),
+        );
+        return Ok(());
+    }
+    let count = changed.len();
+    shell::written(changed);
+    shell::status(
+        "Updated",
+        format!(
+            "{}/ to the runtime of rustbuilder {version} ({count} file{})",
+            crate::vendored::DIR,
+            if count == 1 { "" } else { "s" }
+        ),
+    );
+    shell::note(
+        "Next",
+        "review the change and build:\n$ git diff --stat && cargo build",
+    );
+    Ok(())
+}
+
+fn generate(args: GenerateArgs) -> Result<()> {
     let project = Project::load(&args.input_dir)?;
     let output = args.output_dir.unwrap_or_else(|| args.input_dir.clone());
     let parent = std::path::absolute(&output)?
@@ -53,15 +108,20 @@ pub fn run(command: Command) -> Result<()> {
                 parent.display()
             )
         })?;
-    shell::set_quiet_scoped(|| crate::plugins::rust::generate(&project, staging.path()))
+    shell::set_quiet_scoped(|| crate::plugins::generate(&project, staging.path()))
         .context("failed to re-scaffold the project from PROJECT")?;
     replace_contents(staging.path(), &output)?;
     shell::status(
         "Generated",
         format!("{} from its PROJECT file", output.display()),
     );
-    shell::note("Next", "regenerate the manifests with:\n$ make manifests");
-    Ok(())
+    if args.skip_manifests {
+        shell::note("Next", "generate the manifests with:\n$ make manifests");
+        return Ok(());
+    }
+    // As `make manifests`: the project's own writer, so a regenerated project is complete.
+    crate::manifests::run(&output, crate::manifests::Mode::Write)
+        .context("the project was regenerated, but its manifests were not written")
 }
 
 /// Makes `output` hold exactly what `staging` holds, keeping `KEEP` entries of `output`.

@@ -4,7 +4,7 @@ use anyhow::Result;
 use clap::ArgAction;
 
 use crate::model::{Group, Kind, Plural, Version};
-use crate::plugins::deploy_image::ImageOptions;
+use crate::plugins::deploy_image::{self, ImageOptions};
 use crate::plugins::rust::ApiOptions;
 use crate::shell;
 
@@ -46,13 +46,41 @@ pub struct Args {
     #[arg(long, value_name = "PLUGIN")]
     pub plugins: Option<String>,
     #[command(flatten)]
-    pub image: ImageOptions,
+    pub image: ImageArgs,
     #[command(flatten)]
     pub project: super::ProjectDir,
 }
 
+/// The deploy-image flags.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ImageArgs {
+    /// Container image the controller runs (deploy-image plugin).
+    #[arg(long, value_name = "IMAGE")]
+    pub image: Option<String>,
+    /// Container command, comma-separated (deploy-image plugin).
+    #[arg(long, value_name = "CMD,ARG,...")]
+    pub image_container_command: Option<String>,
+    /// Container port (deploy-image plugin).
+    #[arg(long, value_name = "PORT")]
+    pub image_container_port: Option<u16>,
+    /// User ID the container runs as (deploy-image plugin).
+    #[arg(long, value_name = "UID")]
+    pub run_as_user: Option<u32>,
+}
+
+impl From<ImageArgs> for ImageOptions {
+    fn from(args: ImageArgs) -> Self {
+        ImageOptions {
+            image: args.image,
+            image_container_command: args.image_container_command,
+            image_container_port: args.image_container_port,
+            run_as_user: args.run_as_user,
+        }
+    }
+}
+
 pub fn run(args: Args) -> Result<()> {
-    let image = crate::plugins::deploy_image::select(args.plugins.as_deref(), args.image)?;
+    let image = deploy_image::select(args.plugins.as_deref(), args.image.into())?;
     let options = ApiOptions {
         group: args.group,
         version: args.version,
@@ -62,9 +90,8 @@ pub fn run(args: Args) -> Result<()> {
         controller: args.controller,
         namespaced: args.namespaced,
         force: args.force,
-        image,
     };
-    let plan = crate::plugins::rust::create_api(&args.project.dir, &options)?;
+    let plan = crate::plugins::create_api(&args.project.dir, &options, image.as_ref())?;
     shell::written(plan.apply()?);
     shell::note(
         "Next",

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 
 use crate::model::{Domain, ProjectName};
-use crate::plugins::rust::{InitOptions, License};
+use crate::plugins::rust::{self, InitOptions};
 use crate::shell;
 
 /// Scaffold a new operator project in the current directory (or `--dir`).
@@ -35,6 +35,24 @@ pub struct Args {
     pub dir: PathBuf,
 }
 
+/// The `--license` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum License {
+    /// Apache License 2.0: an SPDX header in every Rust file and `license` in Cargo.toml.
+    Apache2,
+    /// No license header.
+    None,
+}
+
+impl From<License> for rust::License {
+    fn from(license: License) -> Self {
+        match license {
+            License::Apache2 => rust::License::Apache2,
+            License::None => rust::License::None,
+        }
+    }
+}
+
 pub fn run(args: Args) -> Result<()> {
     if let Some(repo) = &args.repo
         && repo.starts_with('-')
@@ -52,7 +70,7 @@ pub fn run(args: Args) -> Result<()> {
         project_name,
         repo: args.repo,
         owner: args.owner,
-        license: args.license,
+        license: args.license.into(),
     };
     let plan = crate::plugins::rust::init(&args.dir, &options)?;
     shell::written(plan.apply()?);

@@ -1,11 +1,13 @@
-//! `rustbuilder manifests`: CRDs from the Rust types, `role.yaml` from the RBAC markers.
+//! `rustbuilder manifests`: runs the project's own manifest writer.
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 
-use crate::shell;
+use crate::manifests::Mode;
 
-/// Generate `config/crd/bases/*.yaml` (by running the project's `crdgen`) and `config/rbac/role.yaml`
-/// (from `// +rustbuilder:rbac:` markers).
+/// Generate the CRDs and the RBAC role by running the project's `crdgen` (as `make manifests`).
+///
+/// Runs `cargo run --quiet --bin crdgen -- --write` in the project: `config/crd/bases/*.yaml` from the Rust
+/// types, `config/rbac/role.yaml` from the `// +rustbuilder:rbac:` markers.
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "Examples:\n  rustbuilder manifests\n  rustbuilder manifests --check   # in CI: fail when a manifest is stale"
@@ -19,23 +21,6 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let plan = crate::manifests::plan(&args.project.dir)?;
-    if args.check {
-        let stale = plan.stale()?;
-        if !stale.is_empty() {
-            let names: Vec<String> = stale.iter().map(|p| format!("  {}", p.display())).collect();
-            bail!(
-                "manifests are out of date:\n{}\nhelp: run `make manifests` (or `rustbuilder manifests`) and commit the result",
-                names.join("\n")
-            );
-        }
-        shell::status("Checked", "manifests are up to date");
-        return Ok(());
-    }
-    let written = plan.apply()?;
-    if written.is_empty() {
-        shell::status("Fresh", "manifests are up to date");
-    }
-    shell::written(written);
-    Ok(())
+    let mode = if args.check { Mode::Check } else { Mode::Write };
+    crate::manifests::run(&args.project.dir, mode)
 }

@@ -30,11 +30,14 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     Init(init::Args),
+    /// Scaffold a Kubernetes API (its type and controller) in the project.
     #[command(subcommand)]
     Create(CreateCommand),
     Manifests(manifests::Args),
+    /// Experimental commands: regenerate a project, refresh its runtime.
     #[command(subcommand)]
     Alpha(alpha::Command),
+    /// Provide the control-plane binaries (etcd, kube-apiserver, ...) that tests run.
     #[command(subcommand)]
     Envtest(envtest::Command),
     /// Print the rustbuilder version and the versions it scaffolds with.

@@ -1,34 +1,115 @@
 //! The deploy-image plugin: `create api --plugins deploy-image/v1-alpha --image IMG` scaffolds a controller
-//! that runs IMG as a Deployment sized by `spec.size`, with status conditions, events and a finalizer.
+//! that runs IMG as a Deployment sized by `spec.size`, with status conditions and events.
+//!
+//! It builds on the base plugin: [`create_api`] takes the base plan of [`rust::plan_api`] and adds the
+//! `deploy-image` template set, whose controller, type, tests and sample replace the base ones (they
+//! declare `overwrite`), plus the image setting of the manager and the end-to-end test.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use anyhow::{Result, bail};
 use serde::Serialize;
 
-use super::rust::ApiOptions;
+use super::rust::{self, ApiOptions};
 use crate::model::Domain;
-use crate::project::PluginResource;
+use crate::project::{self, PluginResource};
+use crate::scaffold::{Insertion, Plan};
 
 /// The name users pass to `--plugins`.
 pub const NAME: &str = "deploy-image/v1-alpha";
 
-/// The deploy-image flags of `create api`.
-#[derive(Debug, Clone, Default, clap::Args)]
+/// The deploy-image flags of `create api`, as given.
+#[derive(Debug, Clone, Default)]
 pub struct ImageOptions {
-    /// Container image the controller runs (deploy-image plugin).
-    #[arg(long, value_name = "IMAGE")]
+    /// Container image the controller runs.
     pub image: Option<String>,
-    /// Container command, comma-separated (deploy-image plugin).
-    #[arg(long, value_name = "CMD,ARG,...")]
+    /// Container command, comma-separated.
     pub image_container_command: Option<String>,
-    /// Container port (deploy-image plugin).
-    #[arg(long, value_name = "PORT")]
+    /// Container port.
     pub image_container_port: Option<u16>,
-    /// User ID the container runs as (deploy-image plugin).
-    #[arg(long, value_name = "UID")]
+    /// User ID the container runs as.
     pub run_as_user: Option<u32>,
 }
+
+/// Names the generated controller, type and tests import or define: a kind of the same name would clash
+/// with them and give code that does not build.
+pub const RESERVED_KINDS: &[&str] = &[
+    "Action",
+    "Api",
+    "Arc",
+    "BTreeMap",
+    "Box",
+    "Capabilities",
+    "Client",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Condition",
+    "ConfigMap",
+    "Container",
+    "ContainerPort",
+    "Context",
+    "Controller",
+    "Default",
+    "DeleteParams",
+    "Deployment",
+    "DeploymentChange",
+    "DeploymentCondition",
+    "DeploymentSpec",
+    "DeploymentStatus",
+    "Duration",
+    "Error",
+    "ErrorBackoff",
+    "Event",
+    "EventType",
+    "FinalizerEvent",
+    "Future",
+    "LabelSelector",
+    "ListParams",
+    "Namespace",
+    "ObjectMeta",
+    "ObjectRef",
+    "Option",
+    "Patch",
+    "PatchParams",
+    "Pod",
+    "PodSecurityContext",
+    "PodSpec",
+    "PodTemplate",
+    "PodTemplateSpec",
+    "PolicyRule",
+    "PostParams",
+    "Recorder",
+    "Resource",
+    "ResourceExt",
+    "Result",
+    "SeccompProfile",
+    "SecurityContext",
+    "Store",
+    "String",
+    "TestEnv",
+    "Time",
+    "Timestamp",
+    "Value",
+    "Vec",
+    "WatchStreamExt",
+];
+
+/// Crates and modules the generated code uses: a kind whose module (`kind_snake`) has the same name
+/// would shadow them.
+pub const RESERVED_MODULES: &[&str] = &[
+    "envtest",
+    "futures",
+    "k8s_openapi",
+    "kube",
+    "libc",
+    "oneshot",
+    "serde",
+    "serde_json",
+    "tokio",
+    "tracing",
+    "tracing_subscriber",
+];
 
 /// Validated deploy-image options, as the templates see them.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -92,6 +173,11 @@ impl DeployImage {
             bail!(
                 "invalid container command `{}`: it has an empty element\nhelp: separate the command and its arguments with single commas",
                 command.join(",")
+            );
+        }
+        if run_as_user == Some(0) {
+            bail!(
+                "invalid `--run-as-user 0`: user 0 is root, which `runAsNonRoot` and the restricted Pod Security Standard forbid\nhelp: choose a non-zero user ID, e.g. `--run-as-user 1001`"
             );
         }
         if port == Some(0) {
@@ -166,6 +252,66 @@ impl DeployImage {
     }
 }
 
+/// Checks that the deploy-image controller can be generated for the API in `options`.
+pub fn validate(options: &ApiOptions) -> Result<()> {
+    if !(options.resource && options.controller) {
+        bail!(
+            "the {NAME} plugin scaffolds both the type and its controller\nhelp: drop `--resource=false` and `--controller=false`"
+        );
+    }
+    if !options.namespaced {
+        bail!(
+            "the {NAME} plugin needs a namespaced kind: its Deployment lives in the namespace of the object\nhelp: drop `--namespaced=false`"
+        );
+    }
+    let kind = options.kind.as_str();
+    let module = options.kind.snake();
+    if RESERVED_KINDS.contains(&kind) || RESERVED_MODULES.contains(&module.as_str()) {
+        bail!(
+            "the {NAME} plugin cannot scaffold kind `{kind}`: its generated code already uses the name `{kind}` (or `{module}`)\nhelp: choose another kind, e.g. `--kind My{kind}`"
+        );
+    }
+    Ok(())
+}
+
+/// Plans `create api` with the deploy-image controller for `image`.
+pub fn create_api(dir: &Path, options: &ApiOptions, image: &DeployImage) -> Result<Plan> {
+    validate(options)?;
+    let mut scaffold = rust::plan_api(dir, options)?;
+    scaffold.context.insert("image", image);
+    scaffold.plan.add_set("deploy-image", &scaffold.context)?;
+    let api = &scaffold.api;
+    scaffold.plan.insert(Insertion {
+        path: "tests/e2e/main.rs",
+        marker: "e2e",
+        fragment: format!("mod {};", api.kind_snake),
+    })?;
+    // The image the controller runs, overridable per deployment. Quoted as a JSON string (valid YAML), so
+    // a value such as `123` stays a string.
+    let name_line = format!("        - name: {}_IMAGE", api.kind_upper);
+    // `--force` with another image replaces the entry instead of adding a second one.
+    scaffold.plan.edit("config/manager/manager.yaml", |text| {
+        let mut lines: Vec<&str> = text.lines().collect();
+        if let Some(at) = lines.iter().position(|line| *line == name_line) {
+            lines.drain(at..(at + 2).min(lines.len()));
+        }
+        lines.join("\n") + "\n"
+    })?;
+    scaffold.plan.insert(Insertion {
+        path: "config/manager/manager.yaml",
+        marker: "env",
+        fragment: format!(
+            "{name_line}\n          value: {}",
+            serde_json::Value::from(image.image.as_str())
+        ),
+    })?;
+    let record = image.record(&scaffold.domain, options);
+    scaffold
+        .project
+        .upsert_plugin_resource(project::DEPLOY_IMAGE_PLUGIN, record);
+    Ok(scaffold.finish())
+}
+
 /// `registry:5000/memcached:1.6@sha256:…` → (`registry:5000/memcached`, `1.6`); no tag means `latest`.
 fn split_image(image: &str) -> (&str, &str) {
     let without_digest = image.split('@').next().unwrap_or(image);
@@ -223,5 +369,73 @@ mod tests {
                 .contains("needs `--image`")
         );
         assert!(select(Some("helm/v1"), ImageOptions::default()).is_err());
+    }
+
+    fn api(kind: &str) -> ApiOptions {
+        ApiOptions {
+            group: "cache".parse().unwrap(),
+            version: "v1alpha1".parse().unwrap(),
+            kind: kind.parse().unwrap(),
+            plural: None,
+            resource: true,
+            controller: true,
+            namespaced: true,
+            force: false,
+        }
+    }
+
+    fn message(result: Result<impl std::fmt::Debug>) -> String {
+        result.unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_cluster_scoped_kind_is_refused() {
+        validate(&api("Memcached")).unwrap();
+        let options = ApiOptions {
+            namespaced: false,
+            ..api("Memcached")
+        };
+        let err = message(validate(&options));
+        assert!(err.contains("needs a namespaced kind"), "{err}");
+        assert!(err.contains("\nhelp: drop `--namespaced=false`"), "{err}");
+    }
+
+    #[test]
+    fn reserved_names_are_refused() {
+        for kind in ["Deployment", "Context", "Event"] {
+            let err = message(validate(&api(kind)));
+            assert!(
+                err.contains(&format!("cannot scaffold kind `{kind}`")),
+                "{err}"
+            );
+            assert!(err.contains("\nhelp: choose another kind"), "{err}");
+        }
+        // `Tokio` is free as a type, but its module `tokio` would shadow the crate.
+        let err = message(validate(&api("Tokio")));
+        assert!(err.contains("(or `tokio`)"), "{err}");
+        validate(&api("Deployer")).unwrap();
+        assert_eq!(RESERVED_KINDS.len(), 58);
+    }
+
+    #[test]
+    fn both_the_type_and_the_controller_are_needed() {
+        let options = ApiOptions {
+            resource: false,
+            ..api("Memcached")
+        };
+        assert!(message(validate(&options)).contains("\nhelp: drop `--resource=false`"));
+    }
+
+    #[test]
+    fn root_is_refused() {
+        let err = message(DeployImage::new(
+            "memcached:1.6".into(),
+            vec![],
+            None,
+            Some(0),
+        ));
+        assert!(err.contains("`--run-as-user 0`"), "{err}");
+        assert!(err.contains("\nhelp: choose a non-zero user ID"), "{err}");
+        DeployImage::new("memcached:1.6".into(), vec![], None, Some(1001)).unwrap();
     }
 }

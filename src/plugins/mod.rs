@@ -1,5 +1,57 @@
-//! What each command generates. `rust` is the base plugin (`init`, `create api`); `deploy_image` adds a
-//! complete controller that runs a container image as a Deployment.
+//! What each command generates. `rust` is the base plugin (`init`, `create api`); `deploy_image` builds on
+//! it with a complete controller that runs a container image as a Deployment. The base plugin knows
+//! nothing of the others; this module picks the plugin for a command.
+
+use std::path::Path;
+
+use anyhow::Result;
+
+use crate::project::{self, Project};
+use crate::scaffold::Plan;
 
 pub mod deploy_image;
 pub mod rust;
+
+/// Plans `create api`: with the deploy-image controller when `image` is given, else the base one.
+pub fn create_api(
+    dir: &Path,
+    options: &rust::ApiOptions,
+    image: Option<&deploy_image::DeployImage>,
+) -> Result<Plan> {
+    match image {
+        Some(image) => deploy_image::create_api(dir, options, image),
+        None => rust::create_api(dir, options),
+    }
+}
+
+/// Rebuilds a project from its PROJECT file alone into the empty directory `output`: `init`, then
+/// `create api` for each resource, in the order PROJECT lists them.
+pub fn generate(project: &Project, output: &Path) -> Result<()> {
+    let rust_plugin = project.plugins.get(project::RUST_PLUGIN);
+    let init_options = rust::InitOptions {
+        domain: project.domain.parse()?,
+        project_name: project.project_name.parse()?,
+        repo: project.repo.clone(),
+        owner: rust_plugin.and_then(|p| p.owner.clone()),
+        license: rust::License::from_key(rust_plugin.and_then(|p| p.license.as_deref()))?,
+    };
+    rust::init(output, &init_options)?.apply()?;
+    for resource in &project.resources {
+        let options = rust::ApiOptions {
+            group: resource.group.parse()?,
+            version: resource.version.parse()?,
+            kind: resource.kind.parse()?,
+            plural: resource.plural.as_deref().map(str::parse).transpose()?,
+            resource: resource.api.is_some(),
+            controller: resource.controller,
+            namespaced: resource.api.as_ref().is_some_and(|a| a.namespaced),
+            force: false,
+        };
+        let image = project
+            .plugin_resource(project::DEPLOY_IMAGE_PLUGIN, resource)
+            .map(deploy_image::DeployImage::from_record)
+            .transpose()?;
+        create_api(output, &options, image.as_ref())?.apply()?;
+    }
+    Ok(())
+}

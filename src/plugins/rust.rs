@@ -2,14 +2,14 @@
 //!
 //! Each function validates its options against the project, renders the matching template sets into a
 //! [`Plan`], wires the new code in at the scaffold markers, and updates the PROJECT file. Nothing is written
-//! here: the caller applies the plan, so a refused command leaves the directory as it was.
+//! here: the caller applies the plan, so a refused command leaves the directory as it was. Other plugins
+//! build on [`plan_api`]: they add their sets to its plan before [`ApiScaffold::finish`].
 
 use std::path::Path;
 
 use anyhow::{Result, bail};
 use serde::Serialize;
 
-use super::deploy_image::DeployImage;
 use crate::model::{Domain, Group, Kind, Plural, ProjectName, Version};
 use crate::project::{self, Api, Project, Resource};
 use crate::scaffold::{IfExists, Insertion, Plan};
@@ -18,7 +18,8 @@ use crate::versions;
 /// Files whose presence means the directory already holds a project.
 const INIT_SENTINELS: &[&str] = &[project::FILE_NAME, "Cargo.toml", "Makefile", "src/main.rs"];
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+/// The license of the generated code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum License {
     /// Apache License 2.0: an SPDX header in every Rust file and `license` in Cargo.toml.
     Apache2,
@@ -34,7 +35,8 @@ impl License {
         }
     }
 
-    fn from_key(key: Option<&str>) -> Result<Self> {
+    /// The license PROJECT records (`apache2` when it records none).
+    pub fn from_key(key: Option<&str>) -> Result<Self> {
         match key.unwrap_or("apache2") {
             "apache2" => Ok(License::Apache2),
             "none" => Ok(License::None),
@@ -62,7 +64,6 @@ pub struct ApiOptions {
     pub controller: bool,
     pub namespaced: bool,
     pub force: bool,
-    pub image: Option<DeployImage>,
 }
 
 /// Values every template of a project sees.
@@ -75,6 +76,8 @@ struct ProjectContext {
     owner: String,
     license: &'static str,
     rustbuilder_version: &'static str,
+    /// The requirement on the vendored runtime crates, e.g. `0.1`.
+    runtime_version_req: String,
     kube_version: &'static str,
     k8s_openapi_version: &'static str,
     k8s_openapi_feature: &'static str,
@@ -96,6 +99,7 @@ impl ProjectContext {
                 .unwrap_or_else(|| format!("The {} Authors", project.project_name)),
             license: license.key(),
             rustbuilder_version: env!("CARGO_PKG_VERSION"),
+            runtime_version_req: crate::vendored::version_req(),
             kube_version: versions::KUBE,
             k8s_openapi_version: versions::K8S_OPENAPI,
             k8s_openapi_feature: versions::K8S_OPENAPI_FEATURE,
@@ -106,21 +110,47 @@ impl ProjectContext {
 
 /// Values the templates of one API see, on top of the project's.
 #[derive(Debug, Serialize)]
-struct ApiContext {
-    group: String,
-    group_snake: String,
-    qualified_group: String,
-    version: String,
-    kind: String,
-    kind_snake: String,
-    kind_lower: String,
+pub struct ApiContext {
+    pub group: String,
+    pub group_snake: String,
+    pub qualified_group: String,
+    pub version: String,
+    pub kind: String,
+    pub kind_snake: String,
+    pub kind_lower: String,
     /// `MEMCACHED` for `Memcached`: environment variable prefix (`MEMCACHED_IMAGE`).
-    kind_upper: String,
-    plural: String,
+    pub kind_upper: String,
+    pub plural: String,
     /// The plural as a Rust identifier.
-    plural_snake: String,
-    namespaced: bool,
-    image: Option<DeployImage>,
+    pub plural_snake: String,
+    pub namespaced: bool,
+}
+
+/// A `create api` in the making: the base plugin's plan, and what other plugins need to add to it.
+pub struct ApiScaffold {
+    pub plan: Plan,
+    /// What the templates see; a plugin may add its own values before rendering its sets.
+    pub context: tera::Context,
+    pub api: ApiContext,
+    /// PROJECT as it will be written by [`ApiScaffold::finish`].
+    pub project: Project,
+    pub domain: Domain,
+    force: bool,
+}
+
+impl ApiScaffold {
+    /// Adds PROJECT and applies `--force`: the plan is complete.
+    pub fn finish(mut self) -> Plan {
+        self.plan.add(
+            project::FILE_NAME,
+            self.project.render(),
+            IfExists::Overwrite,
+        );
+        if self.force {
+            self.plan.force();
+        }
+        self.plan
+    }
 }
 
 /// Plans a new project in `dir`.
@@ -147,18 +177,19 @@ pub fn init(dir: &Path, options: &InitOptions) -> Result<Plan> {
 
     let mut plan = Plan::new(dir);
     let context = tera::Context::from_serialize(ProjectContext::new(&project)?)?;
-    plan.add_set("init", &context, |_| IfExists::Error)?;
+    plan.add_set("init", &context)?;
     plan.add(project::FILE_NAME, project.render(), IfExists::Error);
-    plan.add(
-        "config/rbac/role.yaml",
-        crate::manifests::render_role(&[]),
-        IfExists::Error,
-    );
+    crate::vendored::add_to(&mut plan)?;
     Ok(plan)
 }
 
 /// Plans a new API in the project at `dir`.
 pub fn create_api(dir: &Path, options: &ApiOptions) -> Result<Plan> {
+    Ok(plan_api(dir, options)?.finish())
+}
+
+/// Plans a new API in the project at `dir`, leaving room for another plugin to add to it.
+pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
     let mut project = Project::load(dir)?;
     let domain: Domain = project.domain.parse()?;
     let qualified_group = options.group.qualified(&domain)?;
@@ -186,11 +217,6 @@ pub fn create_api(dir: &Path, options: &ApiOptions) -> Result<Plan> {
             "nothing to scaffold: both `--resource` and `--controller` are false\nhelp: leave one of them on"
         );
     }
-    if options.image.is_some() && !(options.resource && options.controller) {
-        bail!(
-            "the deploy-image plugin scaffolds both the type and its controller\nhelp: drop `--resource=false` and `--controller=false`"
-        );
-    }
 
     let default_plural = options.kind.default_plural();
     let plural = options
@@ -210,31 +236,16 @@ pub fn create_api(dir: &Path, options: &ApiOptions) -> Result<Plan> {
         plural: plural.to_string(),
         plural_snake: plural.as_str().replace('-', "_"),
         namespaced: options.namespaced,
-        image: options.image.clone(),
     };
     let mut context = tera::Context::from_serialize(&base)?;
     context.extend(tera::Context::from_serialize(&api)?);
 
     let mut plan = Plan::new(dir);
-    let owned = |path: &str| {
-        if path.ends_with("/mod.rs") {
-            IfExists::Skip
-        } else {
-            IfExists::Error
-        }
-    };
     if options.resource {
-        plan.add_set("api", &context, owned)?;
+        plan.add_set("api", &context)?;
     }
     if options.controller {
-        plan.add_set("controller", &context, owned)?;
-    }
-    if options.image.is_some() {
-        plan.add_set("deploy-image", &context, owned)?;
-    }
-    if options.controller {
-        // Tests of the manager itself, with the first kind as their example object.
-        plan.add_set("manager-tests", &context, |_| IfExists::Skip)?;
+        plan.add_set("controller", &context)?;
     }
     wire(&mut plan, &base, &api, options)?;
 
@@ -258,15 +269,14 @@ pub fn create_api(dir: &Path, options: &ApiOptions) -> Result<Plan> {
         plural: (plural != default_plural).then(|| plural.to_string()),
         version: options.version.to_string(),
     });
-    if let Some(image) = &options.image {
-        project
-            .upsert_plugin_resource(project::DEPLOY_IMAGE_PLUGIN, image.record(&domain, options));
-    }
-    plan.add(project::FILE_NAME, project.render(), IfExists::Overwrite);
-    if options.force {
-        plan.force();
-    }
-    Ok(plan)
+    Ok(ApiScaffold {
+        plan,
+        context,
+        api,
+        project,
+        domain,
+        force: options.force,
+    })
 }
 
 /// One group per project: `src/api/<version>/` has no room for a second group's types.
@@ -329,13 +339,6 @@ fn wire(
                 .join("\n"),
         })?;
     }
-    if options.image.is_some() {
-        plan.insert(Insertion {
-            path: "tests/e2e/main.rs",
-            marker: "e2e",
-            fragment: format!("mod {kind_snake};"),
-        })?;
-    }
     if options.controller {
         plan.insert(Insertion {
             path: "src/controller/mod.rs",
@@ -350,27 +353,8 @@ fn wire(
         plan.insert(Insertion {
             path: "src/main.rs",
             marker: "controllers",
-            fragment: spawn_controller(kind_snake),
-        })?;
-    }
-    if let Some(image) = &options.image {
-        // The image the deploy-image controller runs, overridable per deployment. Quoted as a JSON string
-        // (valid YAML), so a value such as `123` stays a string.
-        let name_line = format!("        - name: {}_IMAGE", api.kind_upper);
-        // `--force` with another image replaces the entry instead of adding a second one.
-        plan.edit("config/manager/manager.yaml", |text| {
-            let mut lines: Vec<&str> = text.lines().collect();
-            if let Some(at) = lines.iter().position(|line| *line == name_line) {
-                lines.drain(at..(at + 2).min(lines.len()));
-            }
-            lines.join("\n") + "\n"
-        })?;
-        plan.insert(Insertion {
-            path: "config/manager/manager.yaml",
-            marker: "env",
             fragment: format!(
-                "{name_line}\n          value: {}",
-                serde_json::Value::from(image.image.as_str())
+                "    controllers.add(controller::{kind_snake}::run(manager.clone()));"
             ),
         })?;
     }
@@ -382,49 +366,4 @@ fn sorted_lines(lines: &[String]) -> String {
     let mut lines = lines.to_vec();
     lines.sort();
     lines.join("\n")
-}
-
-/// The line `main` spawns a controller with, wrapped the way rustfmt wraps a call whose arguments are
-/// wider than 60 columns.
-fn spawn_controller(kind_snake: &str) -> String {
-    let call = format!("controller::{kind_snake}::run(manager.clone())");
-    if call.len() <= 60 {
-        format!("    controllers.spawn({call});")
-    } else {
-        format!(
-            "    controllers.spawn(controller::{kind_snake}::run(\n        manager.clone(),\n    ));"
-        )
-    }
-}
-
-/// Rebuilds a project from its PROJECT file alone into the empty directory `output`: `init`, then
-/// `create api` for each resource, in the order PROJECT lists them.
-pub fn generate(project: &Project, output: &Path) -> Result<()> {
-    let rust = project.plugins.get(project::RUST_PLUGIN);
-    let init_options = InitOptions {
-        domain: project.domain.parse()?,
-        project_name: project.project_name.parse()?,
-        repo: project.repo.clone(),
-        owner: rust.and_then(|p| p.owner.clone()),
-        license: License::from_key(rust.and_then(|p| p.license.as_deref()))?,
-    };
-    init(output, &init_options)?.apply()?;
-    for resource in &project.resources {
-        let options = ApiOptions {
-            group: resource.group.parse()?,
-            version: resource.version.parse()?,
-            kind: resource.kind.parse()?,
-            plural: resource.plural.as_deref().map(str::parse).transpose()?,
-            resource: resource.api.is_some(),
-            controller: resource.controller,
-            namespaced: resource.api.as_ref().is_some_and(|a| a.namespaced),
-            force: false,
-            image: project
-                .plugin_resource(project::DEPLOY_IMAGE_PLUGIN, resource)
-                .map(DeployImage::from_record)
-                .transpose()?,
-        };
-        create_api(output, &options)?.apply()?;
-    }
-    Ok(())
 }
