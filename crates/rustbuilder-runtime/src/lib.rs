@@ -42,5 +42,6 @@ pub mod manager;
 pub mod manifests;
 pub mod metrics;
 pub mod owned;
+pub mod rollout;
 
 pub use manager::Manager;

@@ -128,7 +128,11 @@ mod tests {
     #[test]
     fn complete_only_when_every_replica_is_updated_and_available() {
         let mut status = counts(2, 3, 3, 3);
-        status.conditions = Some(vec![condition("Available", "True", "MinimumReplicasAvailable")]);
+        status.conditions = Some(vec![condition(
+            "Available",
+            "True",
+            "MinimumReplicasAvailable",
+        )]);
         let done = Rollout::of(&deployment(3, 2, status.clone()));
         assert!(done.observed && done.available && done.complete, "{done:?}");
         assert_eq!((done.replicas, done.ready_replicas), (3, 3));
