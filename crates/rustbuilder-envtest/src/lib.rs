@@ -20,7 +20,7 @@
 //! there with Go (1.26 or newer) on first use, once for all test binaries running at the same time.
 //! `ENVTEST_<NAME>_FLAGS` adds flags to one component, e.g. `ENVTEST_KUBE_APISERVER_FLAGS`.
 //!
-//! Features: `harness` (default) brings [`TestEnv`], [`local_cluster`] and [`main`]; without it only
+//! Features: `harness` (default) brings `TestEnv`, `local_cluster` and `main`; without it only
 //! [`assets`] remains, which depends on neither kube nor tokio.
 
 #![warn(missing_docs)]

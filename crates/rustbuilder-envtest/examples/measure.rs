@@ -1,12 +1,9 @@
 //! Startup time and memory of the envtest control plane (figures for docs/envtest.md).
-//! Run with `make -C hack/envtest-harness measure` from the repository root.
-
-#[path = "../../../templates/init/tests/envtest/mod.rs"]
-mod envtest;
+//! Run with `cargo run --release -p rustbuilder-envtest --example measure`.
 
 use std::time::{Duration, Instant};
 
-use envtest::TestEnv;
+use rustbuilder_envtest::TestEnv;
 
 fn rss_mib(pid: u32) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();

@@ -1,14 +1,11 @@
 //! ServiceAccount clients are subject to RBAC like an in-cluster operator.
 
-#[path = "../../../templates/init/tests/envtest/mod.rs"]
-mod envtest;
-
 use std::time::Duration;
 
-use envtest::TestEnv;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, ListParams, PostParams};
+use rustbuilder_envtest::TestEnv;
 
 const NS: &str = "team-a";
 

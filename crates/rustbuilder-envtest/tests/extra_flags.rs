@@ -1,12 +1,9 @@
 //! `ENVTEST_<NAME>_FLAGS` reaches the component it names, after the harness's own flags, and
 //! the component still starts. A test binary of its own: the variables are process-wide.
 
-#[path = "../../../templates/init/tests/envtest/mod.rs"]
-mod envtest;
-
-use envtest::TestEnv;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
+use rustbuilder_envtest::TestEnv;
 
 const CONTROLLER_MANAGER_FLAGS: &str = "--kube-api-qps=500 --kube-api-burst=1000";
 const APISERVER_FLAGS: &str = "--max-requests-inflight=345";

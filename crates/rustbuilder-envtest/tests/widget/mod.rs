@@ -1,10 +1,10 @@
-//! A tiny custom resource to exercise the envtest harness.
+//! A tiny custom resource for the tests: `widgets.test.example.com`.
 
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// Desired state of a Widget (`widgets.test.example.com`).
+/// Desired state of a Widget.
 #[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "test.example.com",

@@ -1,24 +1,27 @@
-//! `TestEnv::start_cluster()`: Deployments get Ready pods on kwok nodes, and the garbage
+//! Cluster mode: Deployments get Ready pods on kwok nodes, and the garbage
 //! collector deletes what a deleted owner owned.
 
-#[path = "../../../templates/init/tests/envtest/mod.rs"]
-mod envtest;
+mod widget;
 
 use std::time::Duration;
 
-use envtest::TestEnv;
-use envtest_harness::{Widget, WidgetSpec};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
-use kube::{Resource, ResourceExt};
+use kube::{CustomResourceExt, Resource, ResourceExt};
+use rustbuilder_envtest::TestEnv;
+use widget::{Widget, WidgetSpec};
 
 const NS: &str = "apps";
 
 #[tokio::test]
 async fn deployment_becomes_ready_and_is_garbage_collected_with_its_owner() {
-    let env = TestEnv::start_cluster().await;
+    let env = TestEnv::builder()
+        .crd(Widget::crd())
+        .cluster(true)
+        .start()
+        .await;
     env.create_namespace(NS).await;
     let pp = PostParams::default();
     let widgets: Api<Widget> = Api::namespaced(env.client(), NS);
