@@ -31,6 +31,10 @@ fn main() {
             }
         }
         println!("cargo:rerun-if-changed={source}/src");
+        assert!(
+            dir.join("src/lib.rs").is_file(),
+            "{source}/src/lib.rs is missing: the CLI embeds the runtime crates and must be built from the repository"
+        );
         walk(&dir, &dir.join("src"), target, &mut files);
     }
     files.sort();
