@@ -626,6 +626,41 @@ mod tests {
         assert!(list(dir.path()).unwrap().is_empty());
     }
 
+    /// Fills `dir` like a complete asset directory (empty files are enough for [`missing`]).
+    fn fake_assets(dir: &Path) {
+        std::fs::create_dir_all(dir.join(KWOK_STAGES_DIR)).unwrap();
+        for binary in BINARIES {
+            std::fs::write(dir.join(binary), "").unwrap();
+        }
+    }
+
+    #[test]
+    fn a_caller_waits_for_the_build_lock_then_uses_what_the_builder_left() {
+        let bin_dir = tempfile::tempdir().unwrap();
+        let k8s = bin_dir.path().join("k8s");
+        std::fs::create_dir_all(&k8s).unwrap();
+        let version = "1.36.3";
+        // Another process is building: it holds the lock.
+        let lock = File::create(k8s.join(format!(".{}.lock", platform_dir(version)))).unwrap();
+        lock.lock().unwrap();
+
+        let (tx, rx) = std::sync::mpsc::channel();
+        let bin = bin_dir.path().to_owned();
+        let waiter = std::thread::spawn(move || {
+            let report = move |verb: &str, _: &str| tx.send(verb.to_string()).unwrap();
+            provide(version, &bin, false, &report)
+        });
+        let first = rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
+        assert_eq!(first, "Waiting");
+        // The build finishes and releases the lock: the waiter must not build again (no Go needed).
+        fake_assets(&k8s.join(platform_dir(version)));
+        drop(lock);
+        let (dir, source) = waiter.join().unwrap().unwrap();
+        assert_eq!(source, Source::Cache);
+        assert_eq!(dir, k8s.join(platform_dir(version)));
+        assert!(rx.try_recv().is_err(), "the waiter reported more progress");
+    }
+
     #[test]
     fn staging_modules_are_the_v0_0_0_requirements() {
         let go_mod = "module k8s.io/kubernetes\n\nrequire (\n\tk8s.io/api v0.0.0\n\tk8s.io/utils v0.0.0-2024 // indirect\n\tgithub.com/x/y v0.0.0\n)\n\nrequire k8s.io/apimachinery v0.0.0\n";
