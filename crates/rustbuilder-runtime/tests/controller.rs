@@ -1,0 +1,310 @@
+//! The controller toolkit in-process on a real API server: a controller built with
+//! `Manager::controller` over a custom resource, reading its ConfigMaps from an `Owned` cache, writing
+//! them and its status with `apply` (no write when nothing changed), publishing events, and retrying
+//! failed reconciles with exponential backoff.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::{CustomResource, CustomResourceExt, Resource, ResourceExt};
+use rustbuilder_envtest::TestEnv;
+use rustbuilder_runtime::apply::{self, Applied};
+use rustbuilder_runtime::events::Events;
+use rustbuilder_runtime::owned::{self, MANAGED_BY_LABEL, Owned};
+use rustbuilder_runtime::{Manager, conditions};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use support::eventually;
+
+const MANAGER: &str = "widget-manager";
+
+/// A test resource: each Widget gets a ConfigMap `<name>-widget` holding its size.
+#[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[kube(
+    group = "test.example.com",
+    version = "v1",
+    kind = "Widget",
+    namespaced
+)]
+#[kube(status = "WidgetStatus")]
+struct WidgetSpec {
+    size: i32,
+    /// The first this many reconciles fail.
+    #[serde(default)]
+    fail_times: usize,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+struct WidgetStatus {
+    #[serde(default)]
+    conditions: Vec<Condition>,
+}
+
+#[derive(Debug, thiserror::Error)]
+enum Error {
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+    #[error("failing on purpose")]
+    OnPurpose,
+}
+
+struct Context {
+    client: kube::Client,
+    events: Events,
+    configmaps: Owned<ConfigMap>,
+    attempts: Mutex<Vec<Instant>>,
+    writes: AtomicUsize,
+    reconciles: AtomicUsize,
+}
+
+async fn reconcile(widget: Arc<Widget>, ctx: Arc<Context>) -> Result<Action, Error> {
+    ctx.reconciles.fetch_add(1, Ordering::SeqCst);
+    let attempt = {
+        let mut attempts = ctx.attempts.lock().unwrap();
+        attempts.push(Instant::now());
+        attempts.len()
+    };
+    if attempt <= widget.spec.fail_times {
+        return Err(Error::OnPurpose);
+    }
+    let namespace = widget.namespace().unwrap();
+    let name = format!("{}-widget", widget.name_any());
+    let current = ctx.configmaps.get(&namespace, &name).await?;
+    if let Some(current) = &current {
+        assert!(owned::controlled_by(&**current, &*widget), "not ours");
+    }
+    let desired = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name),
+            namespace: Some(namespace.clone()),
+            labels: Some(BTreeMap::from([(MANAGED_BY_LABEL.into(), MANAGER.into())])),
+            owner_references: widget.controller_owner_ref(&()).map(|o| vec![o]),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([(
+            "size".into(),
+            widget.spec.size.to_string(),
+        )])),
+        ..Default::default()
+    };
+    let configmaps = Api::<ConfigMap>::namespaced(ctx.client.clone(), &namespace);
+    let applied = apply::apply(&configmaps, current.as_deref(), &desired, MANAGER).await?;
+    if let Applied::Changed(_) = applied {
+        ctx.writes.fetch_add(1, Ordering::SeqCst);
+        let note = "é".repeat(2000); // over the API's limit: cut to fit
+        ctx.events.normal(&*widget, "Created", "Apply", &note).await;
+    }
+    let mut status = widget.status.clone().unwrap_or_default();
+    let ready = conditions::new(
+        "Ready",
+        true,
+        "ConfigMapApplied",
+        "ok",
+        widget.meta().generation,
+    );
+    conditions::set(&mut status.conditions, ready);
+    let widgets = Api::<Widget>::namespaced(ctx.client.clone(), &namespace);
+    if apply::status(&widgets, &*widget, &status, MANAGER).await? {
+        ctx.writes.fetch_add(1, Ordering::SeqCst);
+    }
+    Ok(Action::await_change())
+}
+
+async fn start(env: &TestEnv) -> (Manager, Arc<Context>, tokio::task::JoinHandle<()>) {
+    let manager = Manager::new(MANAGER, env.client());
+    let configmaps = manager.owned::<ConfigMap>();
+    let ctx = Arc::new(Context {
+        client: env.client(),
+        events: manager.events(),
+        configmaps: configmaps.clone(),
+        attempts: Mutex::default(),
+        writes: AtomicUsize::new(0),
+        reconciles: AtomicUsize::new(0),
+    });
+    let controller = manager
+        .controller(Api::<Widget>::all(env.client()), "widget")
+        .owns(configmaps)
+        .concurrency(2)
+        .run(reconcile, ctx.clone());
+    let mut controllers = manager.controllers();
+    controllers.add(controller);
+    let running = tokio::spawn(async move { controllers.run().await.unwrap() });
+    let ready = async || manager.ready().is_ok();
+    assert!(
+        eventually(Duration::from_secs(30), ready).await,
+        "{:?}",
+        manager.ready()
+    );
+    (manager, ctx, running)
+}
+
+fn widget(name: &str, size: i32, fail_times: usize) -> Widget {
+    Widget::new(name, WidgetSpec { size, fail_times })
+}
+
+#[tokio::test]
+async fn applies_only_changes_and_follows_owned_objects() {
+    let env = TestEnv::builder().crd(Widget::crd()).start().await;
+    let client = env.client();
+    // A ConfigMap without the manager's label stays out of the cache.
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let unrelated: ConfigMap =
+        serde_json::from_value(serde_json::json!({ "metadata": { "name": "unrelated" } })).unwrap();
+    configmaps
+        .create(&PostParams::default(), &unrelated)
+        .await
+        .unwrap();
+
+    let (manager, ctx, running) = start(&env).await;
+    let widgets: Api<Widget> = Api::namespaced(client.clone(), "default");
+    widgets
+        .create(&PostParams::default(), &widget("w", 3, 0))
+        .await
+        .unwrap();
+
+    let is_ready = async || {
+        let w = widgets.get("w").await.unwrap();
+        let conditions = w.status.map(|s| s.conditions).unwrap_or_default();
+        conditions::is_true(&conditions, "Ready")
+    };
+    assert!(
+        eventually(Duration::from_secs(30), is_ready).await,
+        "never Ready"
+    );
+    let copy = configmaps.get("w-widget").await.unwrap();
+    assert_eq!(copy.data.unwrap()["size"], "3");
+    assert!(
+        ctx.configmaps
+            .store()
+            .get(&kube::runtime::reflector::ObjectRef::new("unrelated").within("default"))
+            .is_none()
+    );
+    let cached = async || ctx.configmaps.store().len() == 1;
+    assert!(eventually(Duration::from_secs(10), cached).await);
+
+    // The event, with its note cut to the API's 1024 bytes.
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let published = async || {
+        let list = events.list(&ListParams::default()).await.unwrap();
+        list.items.iter().any(|e| {
+            e.reason.as_deref() == Some("Created")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("w")
+                && e.note.as_ref().is_some_and(|n| n.len() == 1024)
+                && e.reporting_controller.as_deref() == Some(MANAGER)
+        })
+    };
+    assert!(
+        eventually(Duration::from_secs(10), published).await,
+        "no event"
+    );
+
+    // Converged: a reconcile triggered by an unrelated change writes nothing.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let writes = ctx.writes.load(Ordering::SeqCst);
+    let copy_version = configmaps.get("w-widget").await.unwrap().resource_version();
+    let reconciles = ctx.reconciles.load(Ordering::SeqCst);
+    let touch =
+        Patch::Merge(serde_json::json!({ "metadata": { "annotations": { "touched": "1" } } }));
+    widgets
+        .patch("w", &PatchParams::default(), &touch)
+        .await
+        .unwrap();
+    let reconciled = async || ctx.reconciles.load(Ordering::SeqCst) > reconciles;
+    assert!(
+        eventually(Duration::from_secs(10), reconciled).await,
+        "no reconcile after the change"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        ctx.writes.load(Ordering::SeqCst),
+        writes,
+        "a converged object was written"
+    );
+    assert_eq!(
+        configmaps.get("w-widget").await.unwrap().resource_version(),
+        copy_version
+    );
+
+    // A spec change is applied.
+    let resize = Patch::Merge(serde_json::json!({ "spec": { "size": 5 } }));
+    widgets
+        .patch("w", &PatchParams::default(), &resize)
+        .await
+        .unwrap();
+    let resized = async || configmaps.get("w-widget").await.unwrap().data.unwrap()["size"] == "5";
+    assert!(
+        eventually(Duration::from_secs(10), resized).await,
+        "not resized"
+    );
+
+    // Deleting the owned ConfigMap reconciles its owner, which makes it again.
+    configmaps
+        .delete("w-widget", &DeleteParams::default())
+        .await
+        .unwrap();
+    let recreated = async || {
+        configmaps
+            .get_opt("w-widget")
+            .await
+            .unwrap()
+            .is_some_and(|c| c.metadata.deletion_timestamp.is_none())
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        eventually(Duration::from_secs(10), recreated).await,
+        "not recreated"
+    );
+
+    manager.shutdown();
+    tokio::time::timeout(Duration::from_secs(10), running)
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test]
+async fn failed_reconciles_back_off_exponentially() {
+    let env = TestEnv::builder().crd(Widget::crd()).start().await;
+    let (manager, ctx, running) = start(&env).await;
+    let widgets: Api<Widget> = Api::namespaced(env.client(), "default");
+    widgets
+        .create(&PostParams::default(), &widget("flaky", 1, 3))
+        .await
+        .unwrap();
+
+    let succeeded = async || ctx.writes.load(Ordering::SeqCst) >= 2;
+    assert!(
+        eventually(Duration::from_secs(30), succeeded).await,
+        "never succeeded"
+    );
+    let attempts = ctx.attempts.lock().unwrap().clone();
+    let gaps: Vec<Duration> = attempts.windows(2).map(|w| w[1] - w[0]).collect();
+    eprintln!("retry gaps: {gaps:?}");
+    assert!(attempts.len() >= 4, "{gaps:?}");
+    for (gap, expected) in gaps.iter().zip([1, 2, 4]) {
+        let expected = Duration::from_secs(expected);
+        assert!(
+            *gap >= expected.mul_f64(0.9) && *gap < expected + Duration::from_millis(1500),
+            "retry gaps {gaps:?}, expected 1 s, 2 s, 4 s"
+        );
+    }
+    let metrics = manager.metrics().encode();
+    let sample = |series: &str| support::sample(&metrics, series);
+    let errors = r#"controller_runtime_reconcile_total{controller="widget",result="error"}"#;
+    assert_eq!(sample(errors), Some(3.0), "{metrics}");
+    manager.shutdown();
+    tokio::time::timeout(Duration::from_secs(10), running)
+        .await
+        .unwrap()
+        .unwrap();
+}
