@@ -36,12 +36,14 @@ install: ## Install rustbuilder into ~/.cargo/bin.
 	cargo install --locked --path .
 
 .PHONY: lint
-lint: ## Check formatting and clippy for the CLI.
-	cargo fmt --check
-	cargo clippy --locked --all-targets -- -D warnings
+lint: ## Check formatting, clippy and rustdoc for the CLI and the runtime crates.
+	cargo fmt --all --check
+	cargo clippy --locked --workspace --all-targets -- -D warnings
+	# The runtime crates leave the Kubernetes version to the binary that uses them; rustdoc needs one.
+	K8S_OPENAPI_ENABLED_VERSION=1.36 RUSTDOCFLAGS="-D warnings" cargo doc --locked --workspace --no-deps
 
 .PHONY: test
-test: build lint test-cli test-harness verify-testdata test-testdata test-docs ## Run every test: CLI, golden projects, their own tests on a real control plane.
+test: build lint test-cli test-runtime verify-testdata test-testdata test-docs ## Run every test: CLI, runtime crates, golden projects, their own tests on a real control plane.
 
 .PHONY: test-cli
 test-cli: ## Unit and integration tests of the CLI.
@@ -53,17 +55,14 @@ envtest: build ## Provide the control-plane binaries (built from Go modules the 
 
 ASSETS = $$($(RUSTBUILDER) envtest use $(ENVTEST_K8S_VERSION) -p path)
 
-.PHONY: test-harness
-test-harness: build envtest ## Test the envtest harness that generated projects carry (real control plane).
-	cd hack/envtest-harness && CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) cargo fmt --check
-	cd hack/envtest-harness && CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) cargo clippy --all-targets -- -D warnings
-	cd hack/envtest-harness && KUBEBUILDER_ASSETS="$(ASSETS)" CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) cargo test
+.PHONY: test-runtime
+test-runtime: build envtest ## Test rustbuilder-runtime and rustbuilder-envtest on a real control plane.
+	KUBEBUILDER_ASSETS="$(ASSETS)" cargo test --locked -p rustbuilder-runtime -p rustbuilder-envtest
 
 .PHONY: testdata
-testdata: build ## Regenerate the sample projects in testdata/ from their PROJECT files.
+testdata: build ## Regenerate the sample projects in testdata/ from their PROJECT files (manifests included).
 	for project in $(TESTDATA); do \
-	  $(RUSTBUILDER) alpha generate --input-dir $$project; \
-	  CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) $(RUSTBUILDER) manifests --dir $$project; \
+	  CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) $(RUSTBUILDER) alpha generate --input-dir $$project; \
 	done
 
 .PHONY: verify-testdata
@@ -76,11 +75,15 @@ verify-testdata: testdata ## Fail when testdata/ differs from what rustbuilder g
 	  echo "testdata/ is out of date: run 'make testdata' and commit the result" >&2; exit 1; \
 	fi
 
+# The golden projects must not need the CLI: their tests run with a PATH that has no rustbuilder on it.
+NO_RUSTBUILDER_PATH := $(shell printf '%s\n' "$$PATH" | tr ':' '\n' | while read -r dir; do [ -x "$$dir/rustbuilder" ] || echo "$$dir"; done | paste -sd: -)
+
 .PHONY: test-testdata
 test-testdata: build envtest ## Lint and test each sample project (envtest: a real etcd + kube-apiserver).
 	for project in $(TESTDATA); do \
 	  echo "==> $$project"; \
-	  $(MAKE) -C $$project lint test test-e2e RUSTBUILDER=$(RUSTBUILDER) CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR); \
+	  env -u KUBEBUILDER_ASSETS PATH="$(NO_RUSTBUILDER_PATH)" \
+	    $(MAKE) -C $$project lint test test-e2e CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR); \
 	done
 
 DOCS := docs/getting-started.md docs/zh/getting-started.md

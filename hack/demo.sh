@@ -25,9 +25,6 @@ trap 'exit 130' INT TERM
 step() { printf '\n\033[1;32m==> %s\033[0m\n' "$*"; }
 
 export PATH="$(dirname "$rustbuilder"):$PATH"
-step "Control-plane binaries (built with Go the first time)"
-export KUBEBUILDER_ASSETS=$("$rustbuilder" envtest use -p path)
-export PATH="$KUBEBUILDER_ASSETS:$PATH"
 
 step "Scaffolding the tutorial operator in $work/memcached-operator"
 mkdir "$work/memcached-operator" && cd "$work/memcached-operator"
@@ -38,12 +35,16 @@ rustbuilder create api --group cache --version v1alpha1 --kind Memcached \
   --image-container-port 11211 --run-as-user 1001 \
   --plugins deploy-image/v1-alpha
 
-step "Generating manifests and building"
+step "Generating manifests and building (the project needs only cargo from here on)"
 make manifests
-cargo build --bin memcached-operator --example local_cluster
+cargo build --bin memcached-operator --example envtest
+
+step "Control-plane binaries (built with Go the first time)"
+export KUBEBUILDER_ASSETS=$(cargo run --quiet --example envtest -- assets)
+export PATH="$KUBEBUILDER_ASSETS:$PATH"
 
 step "Starting a local cluster (etcd, kube-apiserver, controller-manager, scheduler, kwok fake nodes)"
-cargo run --quiet --example local_cluster -- "$work/kubeconfig" > "$work/cluster.log" 2>&1 &
+cargo run --quiet --example envtest -- local-cluster "$work/kubeconfig" > "$work/cluster.log" 2>&1 &
 cluster_pid=$!
 until [ -f "$work/kubeconfig" ]; do
   kill -0 "$cluster_pid" 2>/dev/null || { cat "$work/cluster.log"; exit 1; }
@@ -53,8 +54,14 @@ export KUBECONFIG=$work/kubeconfig
 
 step "Installing the CRD and running the operator"
 make install
-cargo run --quiet --bin memcached-operator -- --health-probe-bind-address=127.0.0.1:0 > "$work/manager.log" 2>&1 &
+probes=127.0.0.1:$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+cargo run --quiet --bin memcached-operator -- --health-probe-bind-address="$probes" > "$work/manager.log" 2>&1 &
 manager_pid=$!
+# Ready once its caches are synced: a Memcached applied now is reconciled at once.
+until python3 -c "import urllib.request, sys; urllib.request.urlopen('http://$probes/readyz', timeout=1)" 2>/dev/null; do
+  kill -0 "$manager_pid" 2>/dev/null || { cat "$work/manager.log"; exit 1; }
+  sleep 0.5
+done
 
 step "Applying a Memcached of size 3"
 kubectl apply -f - <<YAML

@@ -223,22 +223,6 @@ pub struct Insertion<'a> {
 
 pub const MARKER_PREFIX: &str = "+rustbuilder:scaffold:";
 
-/// The policy of a template without a policy header. `mod.rs` files outside `init` are shared by the
-/// kinds of a version (keep the one on disk); everything else is the user's once written.
-fn undeclared_policy(set: &str, path: &Path) -> IfExists {
-    if set != "init" && path.file_name().is_some_and(|n| n == "mod.rs") {
-        IfExists::Skip
-    } else {
-        IfExists::Error
-    }
-}
-
-/// Whether a template without a policy header may replace a file another set planned: the
-/// deploy-image set replaces the base controller, type, tests and sample.
-fn undeclared_replaces(set: &str) -> bool {
-    set == "deploy-image"
-}
-
 impl Plan {
     pub fn new(root: impl Into<PathBuf>) -> Self {
         Self {
@@ -278,7 +262,7 @@ impl Plan {
             let declared = declared_policy(&template)?;
             let path = PathBuf::from(render_path(&name, context)?);
             let contents = render(&template, context)?;
-            self.add_rendered(set, &template, path, contents, declared)?;
+            self.add_rendered(&template, path, contents, declared)?;
         }
         Ok(())
     }
@@ -287,7 +271,6 @@ impl Plan {
     /// template that declares `overwrite`; the file on disk is then checked with the stricter policy.
     fn add_rendered(
         &mut self,
-        set: &str,
         template: &str,
         path: PathBuf,
         contents: String,
@@ -295,10 +278,7 @@ impl Plan {
     ) -> Result<()> {
         let if_exists = match self.files.get(&path) {
             Some(earlier) => {
-                let replaces = match declared {
-                    Some(policy) => policy == IfExists::Overwrite,
-                    None => undeclared_replaces(set),
-                };
+                let replaces = declared == Some(IfExists::Overwrite);
                 if !replaces {
                     bail!(
                         "internal error: templates `{}` and `{template}` both plan `{}`\nhelp: a template replaces another's file only when its first line is `{{# {POLICY_KEY} overwrite #}}`",
@@ -310,7 +290,7 @@ impl Plan {
                     .if_exists
                     .max(declared.unwrap_or(IfExists::Overwrite))
             }
-            None => declared.unwrap_or_else(|| undeclared_policy(set, &path)),
+            None => declared.unwrap_or(IfExists::Error),
         };
         let format = if path.extension().is_some_and(|e| e == "rs") {
             Format::Yes
@@ -730,17 +710,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut plan = Plan::new(dir.path());
         let path = PathBuf::from("src/controller/memcached.rs");
-        plan.add_rendered(
-            "controller",
-            "controller/c.rs.tera",
-            path.clone(),
-            "base\n".into(),
-            None,
-        )
-        .unwrap();
+        plan.add_rendered("controller/c.rs.tera", path.clone(), "base\n".into(), None)
+            .unwrap();
         let err = plan
             .add_rendered(
-                "other",
                 "other/c.rs.tera",
                 path.clone(),
                 "other\n".into(),
@@ -753,7 +726,6 @@ mod tests {
             "{err}"
         );
         plan.add_rendered(
-            "other",
             "other/c.rs.tera",
             path.clone(),
             "replaced\n".into(),
@@ -779,7 +751,6 @@ mod tests {
         .unwrap();
         let mut plan = Plan::new(dir.path());
         plan.add_rendered(
-            "api",
             "api/mod.rs.tera",
             "mod.rs".into(),
             "// +rustbuilder:scaffold:kinds\n".into(),

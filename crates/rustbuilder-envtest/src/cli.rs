@@ -98,13 +98,21 @@ fn run_local_cluster(kubeconfig: &Path) -> ExitCode {
     }
 }
 
+/// Where a project keeps its CRDs (`make manifests` writes them there).
+const PROJECT_CRDS: &str = "config/crd/bases";
+
 /// Runs a local cluster (see [`TestEnv::start_cluster`]) until Ctrl-C or SIGTERM, to try an operator
 /// without Docker or a real cluster: kube-controller-manager, kube-scheduler and kwok fake nodes, on
-/// which Pods become Running without containers. Writes the admin kubeconfig to `kubeconfig` (creating
+/// which Pods become Running without containers. Run from a project, it installs the project's CRDs
+/// (`config/crd/bases`) before it reports ready. Writes the admin kubeconfig to `kubeconfig` (creating
 /// its directory), prints how to use it, and removes it and everything else it started on the way out.
 pub async fn local_cluster(kubeconfig: impl AsRef<Path>) -> std::io::Result<()> {
     let path: PathBuf = kubeconfig.as_ref().to_owned();
-    let env = TestEnv::start_cluster().await;
+    let mut builder = TestEnv::builder().cluster(true);
+    if Path::new(PROJECT_CRDS).is_dir() {
+        builder = builder.crd_dir(PROJECT_CRDS);
+    }
+    let env = builder.start().await;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }

@@ -76,7 +76,7 @@ async fn main() -> Result<(), rustbuilder_runtime::manager::Error> {
     let args = Args::parse();
     let delay = Duration::from_millis(args.reconcile_delay_ms);
     let manager = Manager::start(MANAGER_NAME, LEADER_ELECTION_ID, args.manager).await?;
-    let mut controllers = manager.controllers();
+    let controllers = manager.controllers();
     controllers.add(run(manager.clone(), delay));
     controllers.run().await
 }

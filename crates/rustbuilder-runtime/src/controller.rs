@@ -28,11 +28,12 @@ use std::time::Duration;
 use futures::StreamExt;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::backoff::ErrorBackoff;
 use crate::manager::Manager;
@@ -155,13 +156,24 @@ where
         let backoff = Arc::new(ErrorBackoff::default());
         let reset = backoff.clone();
         let reconcile = Arc::new(reconcile);
+        let events = Arc::new(manager.events());
         let checked = move |object: Arc<K>, ctx: Arc<C>| {
-            let (reconcile, reset) = (reconcile.clone(), reset.clone());
+            let (reconcile, reset, events) = (reconcile.clone(), reset.clone(), events.clone());
             async move {
                 let key = object_key(&*object);
+                let reference = object.object_ref(&());
                 let result = reconcile(object, ctx).await;
-                if result.is_ok() {
-                    reset.reset(&key);
+                match &result {
+                    Ok(_) => reset.reset(&key),
+                    // Where people look first (`kubectl describe`): the error, on the object itself.
+                    // Repeats of the same event are counted by the recorder, not re-created.
+                    Err(error) => {
+                        let note = format!("Reconcile failed: {error}");
+                        let warning = EventType::Warning;
+                        events
+                            .publish(reference, warning, "ReconcileFailed", "Reconcile", &note)
+                            .await;
+                    }
                 }
                 result
             }
@@ -185,6 +197,10 @@ where
                     }
                     // Logged by the error policy, which knows the retry delay.
                     Err(controller::Error::ReconcilerFailed(..)) => {}
+                    // An object deleted while it waited in the queue: nothing to do.
+                    Err(error @ controller::Error::ObjectNotFound(_)) => {
+                        debug!(controller = %name, %error, "object gone before its reconcile")
+                    }
                     // E.g. a watch failed (CRD not installed, no permission); it is retried.
                     Err(error) => warn!(controller = %name, %error, "controller error"),
                 }

@@ -19,7 +19,7 @@
 //! async fn main() -> Result<(), rustbuilder_runtime::manager::Error> {
 //!     let args = Args::parse();
 //!     let manager = Manager::start("my-operator", "my-operator.example.com", args.manager).await?;
-//!     let mut controllers = manager.controllers();
+//!     let controllers = manager.controllers();
 //!     controllers.add(my_controller(manager.clone()));
 //!     controllers.run().await
 //! }

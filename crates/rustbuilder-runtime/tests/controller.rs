@@ -136,7 +136,7 @@ async fn start(env: &TestEnv) -> (Manager, Arc<Context>, tokio::task::JoinHandle
         .owns(configmaps)
         .concurrency(2)
         .run(reconcile, ctx.clone());
-    let mut controllers = manager.controllers();
+    let controllers = manager.controllers();
     controllers.add(controller);
     let running = tokio::spawn(async move { controllers.run().await.unwrap() });
     let ready = async || manager.ready().is_ok();
@@ -302,6 +302,25 @@ async fn failed_reconciles_back_off_exponentially() {
     let sample = |series: &str| support::sample(&metrics, series);
     let errors = r#"controller_runtime_reconcile_total{controller="widget",result="error"}"#;
     assert_eq!(sample(errors), Some(3.0), "{metrics}");
+
+    // Each failure is told on the object itself, as a Warning event carrying the error.
+    let events: Api<Event> = Api::namespaced(env.client(), "default");
+    let failed = async || {
+        let list = events.list(&ListParams::default()).await.unwrap();
+        list.items.iter().any(|event| {
+            event.reason.as_deref() == Some("ReconcileFailed")
+                && event.type_.as_deref() == Some("Warning")
+                && event.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("flaky")
+                && event
+                    .note
+                    .as_deref()
+                    .is_some_and(|n| n.contains("failing on purpose"))
+        })
+    };
+    assert!(
+        eventually(Duration::from_secs(10), failed).await,
+        "no ReconcileFailed event on the object"
+    );
     manager.shutdown();
     tokio::time::timeout(Duration::from_secs(10), running)
         .await

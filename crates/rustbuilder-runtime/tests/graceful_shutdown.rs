@@ -121,7 +121,7 @@ async fn shutdown_waits_for_reconciles_in_flight() {
         .controller(configmaps.clone(), "slow")
         .watcher_config(watcher::Config::default().labels("test=slow"))
         .run(slow_reconcile, slow.clone());
-    let mut controllers = manager.controllers();
+    let controllers = manager.controllers();
     controllers.add(controller);
     assert_eq!(manager.ready(), Err("starting".to_string()));
     let stopped = tokio::spawn(controllers.run());

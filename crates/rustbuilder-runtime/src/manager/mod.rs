@@ -302,7 +302,7 @@ impl Manager {
     pub fn controllers(&self) -> Controllers {
         Controllers {
             manager: self.clone(),
-            pending: Vec::new(),
+            pending: Mutex::new(Vec::new()),
         }
     }
 
@@ -378,13 +378,17 @@ impl Readiness {
 /// The controllers of a [`Manager`], added one by one and then run together.
 pub struct Controllers {
     manager: Manager,
-    pending: Vec<BoxFuture<'static, ()>>,
+    // Behind a lock so that `add` takes `&self`: `main` needs no `mut` before its first controller.
+    pending: Mutex<Vec<BoxFuture<'static, ()>>>,
 }
 
 impl fmt::Debug for Controllers {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Controllers")
-            .field("controllers", &self.pending.len())
+            .field(
+                "controllers",
+                &self.pending.lock().map_or(0, |pending| pending.len()),
+            )
             .finish()
     }
 }
@@ -392,8 +396,10 @@ impl fmt::Debug for Controllers {
 impl Controllers {
     /// Adds one controller: a future that runs one controller built with [`Manager::controller`] until
     /// shutdown. It starts in [`Controllers::run`].
-    pub fn add(&mut self, controller: impl Future<Output = ()> + Send + 'static) {
-        self.pending.push(controller.boxed());
+    pub fn add(&self, controller: impl Future<Output = ()> + Send + 'static) {
+        // A panic cannot leave a Vec half-pushed: a poisoned lock is still usable.
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        pending.push(controller.boxed());
     }
 
     /// Runs the controllers until shutdown and returns once they have finished their reconciles in
@@ -445,6 +451,7 @@ impl Controllers {
 
     async fn spawn_and_wait(self) -> Result<(), Error> {
         let Controllers { manager, pending } = self;
+        let pending = pending.into_inner().unwrap_or_else(|e| e.into_inner());
         let mut tasks = JoinSet::new();
         {
             let mut readiness = manager.readiness();

@@ -1,22 +1,20 @@
 // Copyright The project-basic Authors
 // SPDX-License-Identifier: Apache-2.0
 
-//! Prints the CustomResourceDefinition of every API of the project as a JSON `List`.
-//!
-//! `make manifests` turns the output into `config/crd/bases/*.yaml`; `kubectl apply -f -` accepts it as is.
+//! The manifests of the project, from the code: `cargo run --bin crdgen` prints every CRD as YAML;
+//! `-- --write` (what `make manifests` runs) writes them to `config/crd/bases/` and
+//! `config/rbac/role.yaml` from the `// +rustbuilder:rbac:` markers in `src/`; `-- --check` fails when
+//! those files are stale.
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use std::process::ExitCode;
 
 use kube::CustomResourceExt;
 use project_basic::api;
 // +rustbuilder:scaffold:imports
 
-fn main() {
-    let crds: Vec<CustomResourceDefinition> = vec![
+fn main() -> ExitCode {
+    rustbuilder_runtime::manifests::main(vec![
         api::v1alpha1::Memcached::crd(),
         // +rustbuilder:scaffold:crds
-    ];
-    let list = serde_json::json!({ "apiVersion": "v1", "kind": "List", "items": crds });
-    let json = serde_json::to_string_pretty(&list).expect("CRDs serialize to JSON");
-    println!("{json}");
+    ])
 }

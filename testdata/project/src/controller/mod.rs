@@ -1,21 +1,11 @@
 // Copyright The project Authors
 // SPDX-License-Identifier: Apache-2.0
 
-//! Controllers, one module per kind, and what they share.
+//! Controllers, one module per kind.
 //!
-//! Each controller exposes `pub async fn run(manager: Manager)`, which `main` spawns once this process may
-//! act (it is the leader, or leader election is off). `run` returns once [`Manager::shutdown`] was requested
-//! and its reconciles in flight are done. It calls [`Manager::ready_when_synced`] once, records its
-//! reconciles with `manager.metrics().controller(..)`, and stops on [`Manager::shutdown_signal`].
-//! `rustbuilder create api` adds the modules at the marker below.
-
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::Duration;
-
-use kube::runtime::events::Reporter;
-
-pub use crate::manager::Manager;
+//! Each exposes `pub async fn run(manager: Manager)`, which `main` adds to the manager's controllers;
+//! it returns once shutdown was requested and its reconciles in flight are done. `rustbuilder create
+//! api` adds the modules at the marker below.
 
 pub mod memcached;
 // +rustbuilder:scaffold:controllers
@@ -23,74 +13,3 @@ pub mod memcached;
 /// Who the operator is to the API server: the field manager of its server-side applies, the reporting
 /// controller of its events, and the `app.kubernetes.io/managed-by` label of the objects it creates.
 pub const MANAGER_NAME: &str = "project";
-
-/// The identity events are published under. In a cluster the instance is the pod name (`HOSTNAME`), so
-/// events tell replicas apart.
-pub fn reporter() -> Reporter {
-    Reporter {
-        controller: MANAGER_NAME.into(),
-        instance: std::env::var("HOSTNAME")
-            .ok()
-            .filter(|name| !name.is_empty()),
-    }
-}
-
-/// Per-object exponential backoff after failed reconciles: 1 s, 2 s, 4 s, ... up to 5 minutes.
-///
-/// `error_policy` asks for the next delay; a successful reconcile resets the count. A change to the object
-/// still triggers a reconcile right away.
-#[derive(Debug, Default)]
-pub struct ErrorBackoff {
-    failures: Mutex<HashMap<String, u32>>,
-}
-
-impl ErrorBackoff {
-    /// The delay after the first failure.
-    pub const MIN: Duration = Duration::from_secs(1);
-    /// The longest delay.
-    pub const MAX: Duration = Duration::from_secs(300);
-
-    /// Records one more failure of `key` and returns how long to wait before retrying.
-    pub fn next_delay(&self, key: &str) -> Duration {
-        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        let count = failures.entry(key.to_owned()).or_default();
-        *count = count.saturating_add(1);
-        Self::delay(*count)
-    }
-
-    /// Forgets the failures of `key` (after a successful reconcile).
-    pub fn reset(&self, key: &str) {
-        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        failures.remove(key);
-    }
-
-    /// The delay after `failures` consecutive failures.
-    pub fn delay(failures: u32) -> Duration {
-        let exponent = failures.saturating_sub(1).min(16);
-        Self::MIN.saturating_mul(1 << exponent).min(Self::MAX)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_up_to_the_maximum() {
-        assert_eq!(ErrorBackoff::delay(1), Duration::from_secs(1));
-        assert_eq!(ErrorBackoff::delay(2), Duration::from_secs(2));
-        assert_eq!(ErrorBackoff::delay(5), Duration::from_secs(16));
-        assert_eq!(ErrorBackoff::delay(10), ErrorBackoff::MAX);
-        assert_eq!(ErrorBackoff::delay(u32::MAX), ErrorBackoff::MAX);
-    }
-
-    #[test]
-    fn backoff_counts_per_object_and_resets() {
-        let backoff = ErrorBackoff::default();
-        assert_eq!(backoff.next_delay("ns/a"), Duration::from_secs(1));
-        assert_eq!(backoff.next_delay("ns/a"), Duration::from_secs(2));
-        assert_eq!(backoff.next_delay("ns/b"), Duration::from_secs(1));
-        backoff.reset("ns/a");
-        assert_eq!(backoff.next_delay("ns/a"), Duration::from_secs(1));
-    }
-}

@@ -5,12 +5,10 @@
 //! nothing but the RBAC in `config/rbac`, the way it runs in a cluster.
 //!
 //! By default they start a simulated cluster (etcd, kube-apiserver, kube-controller-manager,
-//! kube-scheduler and kwok fake nodes, see `tests/envtest`). With `USE_EXISTING_CLUSTER=true` they use the
-//! cluster of `$KUBECONFIG` instead (they create and delete objects there: use a throw-away cluster).
-//! `make test-e2e` runs them; `create api` adds one module per kind at the marker below.
-
-#[path = "../envtest/mod.rs"]
-mod envtest;
+//! kube-scheduler and kwok fake nodes, from rustbuilder-envtest). With `USE_EXISTING_CLUSTER=true`
+//! they use the cluster of `$KUBECONFIG` instead (they create and delete objects there: use a
+//! throw-away cluster). `make test-e2e` runs them after `make manifests`; `create api` adds one module
+//! per kind at the marker below.
 
 mod memcached;
 // +rustbuilder:scaffold:e2e
@@ -19,19 +17,25 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
+use kube::api::{Api, PostParams};
+use rustbuilder_envtest::TestEnv;
 use serde_json::Value;
 
 /// The namespace and ServiceAccount `config/default` deploys the manager with.
 pub const NAMESPACE: &str = "project-system";
 pub const SERVICE_ACCOUNT: &str = "project-controller-manager";
+/// The manager's Deployment in `config/default`.
+pub const DEPLOYMENT: &str = "project-controller-manager";
 
 /// How long an e2e step may take on a slow machine.
 pub const TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The cluster under test: simulated, or the one of `$KUBECONFIG`.
 pub struct Cluster {
-    env: Option<envtest::TestEnv>,
+    env: Option<TestEnv>,
     kubeconfig: PathBuf,
     kubectl: PathBuf,
     client: Client,
@@ -54,7 +58,7 @@ impl Cluster {
                 client,
             };
         }
-        let env = envtest::TestEnv::start_cluster().await;
+        let env = TestEnv::start_cluster().await;
         let kubeconfig = env.kubeconfig().to_path_buf();
         let kubectl = PathBuf::from(env.kubectl().get_program());
         let client = env.client();
@@ -257,20 +261,101 @@ pub async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>
 async fn the_manager_runs_with_only_its_own_rbac() {
     let cluster = Cluster::start().await;
     let manager = cluster.deploy_manager(&[]).await;
-    // The manager's ServiceAccount may do what config/rbac grants, and nothing more.
+    // The manager's ServiceAccount may do what config/rbac grants, and nothing more: the verbs next
+    // to the granted ones are refused.
     let who = format!("--as=system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}");
     let can = |verb: &str, resource: &str| {
         let args = ["auth", "can-i", verb, resource, "-n", NAMESPACE, &who];
-        cluster.try_kubectl(&args, None).0
+        let (allowed, answer, errors) = cluster.try_kubectl(&args, None);
+        let answer = answer.trim();
+        assert!(
+            answer == "yes" || answer == "no",
+            "kubectl auth can-i failed: {errors}"
+        );
+        allowed
     };
     assert!(
         can("create", "leases.coordination.k8s.io"),
         "the leader-election role is missing"
     );
     assert!(
+        can("create", "events.events.k8s.io"),
+        "the manager cannot publish events"
+    );
+    assert!(
+        !can("create", "secrets"),
+        "the manager may read or write Secrets"
+    );
+    assert!(
         !can("delete", "namespaces"),
-        "the manager may do more than its RBAC says"
+        "the manager may delete namespaces"
     );
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(manager.stop(), "the manager did not exit 0 on SIGTERM");
+}
+
+/// `config/default`, what `make deploy` applies, is accepted by the API server, and the manager's Pod
+/// passes the restricted Pod Security Standard that its namespace enforces.
+#[tokio::test]
+async fn config_default_deploys_under_restricted_pod_security() {
+    let env = TestEnv::start().await;
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/config/default");
+    let rendered = env
+        .kubectl()
+        .args(["kustomize", config])
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        rendered.status.success(),
+        "kustomize failed: {}",
+        String::from_utf8_lossy(&rendered.stderr)
+    );
+    let mut apply = env
+        .kubectl()
+        .args(["apply", "--server-side", "--field-manager=test", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl runs");
+    use std::io::Write as _;
+    apply
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(&rendered.stdout)
+        .unwrap();
+    let applied = apply.wait_with_output().unwrap();
+    assert!(
+        applied.status.success(),
+        "config/default was rejected: {}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+
+    // A Pod made from the manager's template is admitted in its namespace...
+    let deployments: Api<Deployment> = Api::namespaced(env.client(), NAMESPACE);
+    let deployment = deployments.get(DEPLOYMENT).await.unwrap();
+    let template = deployment.spec.unwrap().template;
+    let mut pod = Pod {
+        metadata: template.metadata.unwrap_or_default(),
+        spec: template.spec,
+        ..Default::default()
+    };
+    pod.metadata.name = Some("manager-template".into());
+    let pods: Api<Pod> = Api::namespaced(env.client(), NAMESPACE);
+    let created = pods.create(&PostParams::default(), &pod).await;
+    assert!(created.is_ok(), "the manager Pod was rejected: {created:?}");
+
+    // ...where a Pod that may escalate privileges is not: the check above could fail.
+    pod.metadata.name = Some("escalating".into());
+    let container = &mut pod.spec.as_mut().unwrap().containers[0];
+    container
+        .security_context
+        .as_mut()
+        .unwrap()
+        .allow_privilege_escalation = Some(true);
+    let rejected = pods.create(&PostParams::default(), &pod).await;
+    assert!(
+        matches!(&rejected, Err(kube::Error::Api(status)) if status.code == 403),
+        "restricted is not enforced: {rejected:?}"
+    );
 }

@@ -23,11 +23,21 @@ const IMAGE: &str = "{.spec.template.spec.containers[0].image}";
 const EDIT: &str = r#"{"spec":{"replicas":5,"template":{"spec":{"containers":[
     {"name":"memcached","image":"example.invalid/other:1"}]}}}}"#;
 
-/// Reads one field of an object with a JSONPath; empty when the object or field is missing.
+/// Reads one field of an object with a JSONPath; empty when the object or the field is missing.
+/// Any other kubectl failure fails the test.
 fn field(cluster: &Cluster, resource: &str, path: &str) -> String {
     let jsonpath = format!("jsonpath={path}");
-    let args = ["get", resource, NAME, "-n", NAMESPACE, "-o", &jsonpath];
-    cluster.try_kubectl(&args, None).1
+    let args = [
+        "get",
+        resource,
+        NAME,
+        "-n",
+        NAMESPACE,
+        "--ignore-not-found",
+        "-o",
+        &jsonpath,
+    ];
+    cluster.kubectl(&args)
 }
 
 /// Waits until a field of an object has the wanted value.

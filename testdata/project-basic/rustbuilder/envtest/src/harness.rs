@@ -1,0 +1,733 @@
+//! [`TestEnv`]: a real control plane per test, started from the assets and stopped on drop.
+
+mod pki;
+
+use std::fs::{self, File};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use std::{env, process};
+
+use k8s_openapi::api::authentication::v1::TokenRequest;
+use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::wait::{await_condition, conditions};
+use serde::Deserialize as _;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::assets;
+
+/// How long each startup step may take before we give up (2 busy cores can be slow).
+const BUDGET: Duration = Duration::from_secs(60);
+const FAKE_NODES: usize = 3;
+const DIR_PREFIX: &str = "envtest-";
+/// Holds the pid of the test process that owns an env's directory.
+const OWNER_FILE: &str = "owner.pid";
+/// kwok only manages nodes carrying this annotation.
+const KWOK_ANNOTATION: (&str, &str) = ("kwok.x-k8s.io/node", "fake");
+/// The field manager of the CRDs the env installs.
+const FIELD_MANAGER: &str = "envtest";
+
+/// A running control plane: etcd and kube-apiserver, plus kube-controller-manager, kube-scheduler and
+/// kwok fake nodes in cluster mode. Dropping it kills every process and removes its directory.
+///
+/// Each env lives in its own temporary directory on its own free ports, so tests and test binaries can
+/// run side by side. Its processes die with the thread that started them (`PR_SET_PDEATHSIG` on Linux),
+/// so use one env per test and do not share one through a `static` that outlives the test's runtime.
+///
+/// ```no_run
+/// # async fn demo() {
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kube::api::Api;
+/// use rustbuilder_envtest::TestEnv;
+///
+/// let env = TestEnv::start().await;
+/// let configmaps: Api<ConfigMap> = Api::default_namespaced(env.client());
+/// assert!(configmaps.get_opt("absent").await.unwrap().is_none());
+/// # }
+/// ```
+pub struct TestEnv {
+    procs: Vec<Proc>, // in start order
+    client: kube::Client,
+    server: String,
+    kubeconfig: PathBuf,
+    kubectl: PathBuf,
+    cluster: bool,
+    dir: tempfile::TempDir, // dropped last: removed once every process is gone
+}
+
+/// Configures a [`TestEnv`] before it starts: which CRDs to install and whether to run a whole cluster.
+///
+/// ```no_run
+/// # async fn demo(crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition) {
+/// use rustbuilder_envtest::TestEnv;
+///
+/// // `crd` is usually `MyKind::crd()` from `#[derive(CustomResource)]`.
+/// let env = TestEnv::builder().crd(crd).cluster(true).start().await;
+/// # }
+/// ```
+#[derive(Debug, Default, Clone)]
+#[must_use = "a builder does nothing until `start().await`"]
+pub struct TestEnvBuilder {
+    crds: Vec<CustomResourceDefinition>,
+    crd_dirs: Vec<PathBuf>,
+    cluster: bool,
+}
+
+/// A child process whose stdout and stderr go to `log`.
+struct Proc {
+    name: &'static str,
+    child: Child,
+    log: PathBuf,
+}
+
+/// The binaries that cluster mode adds, and kwok's Stage files.
+struct ClusterAssets {
+    controller_manager: PathBuf,
+    scheduler: PathBuf,
+    kwok: PathBuf,
+    stages: Vec<PathBuf>,
+}
+
+impl TestEnvBuilder {
+    /// Installs this CRD (e.g. `Memcached::crd()`) before [`start`](Self::start) returns, and waits
+    /// until its API is served.
+    pub fn crd(mut self, crd: CustomResourceDefinition) -> Self {
+        self.crds.push(crd);
+        self
+    }
+
+    /// Installs each of these CRDs, like [`crd`](Self::crd).
+    pub fn crds(mut self, crds: impl IntoIterator<Item = CustomResourceDefinition>) -> Self {
+        self.crds.extend(crds);
+        self
+    }
+
+    /// Installs every CRD in the `*.yaml`/`*.yml` files of `dir` (e.g. `config/crd/bases`); a file may
+    /// hold several documents. The env panics at start if the directory cannot be read or a document
+    /// is not a CustomResourceDefinition.
+    pub fn crd_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.crd_dirs.push(dir.into());
+        self
+    }
+
+    /// Cluster mode: also run kube-controller-manager, kube-scheduler and kwok with fake nodes, so
+    /// Deployments get Running pods, namespaces get `default` ServiceAccounts and owned objects are
+    /// garbage-collected.
+    pub fn cluster(mut self, cluster: bool) -> Self {
+        self.cluster = cluster;
+        self
+    }
+
+    /// Starts the control plane and installs the CRDs. Panics, with the end of the failing component's
+    /// log, if anything does not come up within a minute.
+    pub async fn start(self) -> TestEnv {
+        let mut crds = self.crds;
+        for dir in &self.crd_dirs {
+            crds.extend(crds_in(dir));
+        }
+        TestEnv::launch(self.cluster, crds).await
+    }
+}
+
+impl TestEnv {
+    /// A builder, to install CRDs or choose cluster mode.
+    pub fn builder() -> TestEnvBuilder {
+        TestEnvBuilder::default()
+    }
+
+    /// etcd and kube-apiserver: the API with RBAC, admission and storage, but no controllers.
+    pub async fn start() -> TestEnv {
+        Self::builder().start().await
+    }
+
+    /// Cluster mode (see [`TestEnvBuilder::cluster`]) without CRDs.
+    pub async fn start_cluster() -> TestEnv {
+        Self::builder().cluster(true).start().await
+    }
+
+    /// A client authenticated as an admin (group `system:masters`).
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    /// The admin kubeconfig, for kubectl or an operator process (`KUBECONFIG=...`).
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// kubectl from the assets, talking to this env as admin. A later `--kubeconfig` argument wins, e.g.
+    /// one from [`service_account_kubeconfig`](Self::service_account_kubeconfig).
+    pub fn kubectl(&self) -> Command {
+        let mut cmd = Command::new(&self.kubectl);
+        cmd.arg(flag("kubeconfig", &self.kubeconfig))
+            // A private discovery cache: another env may have had this port before.
+            .arg(flag("cache-dir", &self.dir.path().join("kubectl-cache")));
+        cmd
+    }
+
+    /// The name and pid of every process of this env, in start order, e.g. to measure memory use.
+    pub fn pids(&self) -> Vec<(&'static str, u32)> {
+        self.procs.iter().map(|p| (p.name, p.child.id())).collect()
+    }
+
+    /// Creates the namespace unless it exists. In cluster mode, also waits for its `default`
+    /// ServiceAccount, without which Pods are rejected.
+    pub async fn create_namespace(&self, name: &str) {
+        let namespaces: Api<Namespace> = Api::all(self.client());
+        let ns = object(json!({ "metadata": { "name": name } }));
+        ok_if_exists(namespaces.create(&PostParams::default(), &ns).await);
+        if self.cluster {
+            let sas: Api<ServiceAccount> = Api::namespaced(self.client(), name);
+            let found = await_condition(sas, "default", |sa: Option<&ServiceAccount>| sa.is_some());
+            if !matches!(tokio::time::timeout(BUDGET, found).await, Ok(Ok(_))) {
+                panic!("envtest: no `default` ServiceAccount in namespace {name}");
+            }
+        }
+    }
+
+    /// A kubeconfig authenticating as ServiceAccount `namespace/name` (both created if missing) with a
+    /// one-hour token from the TokenRequest API: what an operator's pod would be allowed, under RBAC.
+    pub async fn service_account_kubeconfig(&self, namespace: &str, name: &str) -> PathBuf {
+        let namespaces: Api<Namespace> = Api::all(self.client());
+        let ns = object(json!({ "metadata": { "name": namespace } }));
+        ok_if_exists(namespaces.create(&PostParams::default(), &ns).await);
+        let sas: Api<ServiceAccount> = Api::namespaced(self.client(), namespace);
+        let sa = object(json!({ "metadata": { "name": name } }));
+        ok_if_exists(sas.create(&PostParams::default(), &sa).await);
+        let request: TokenRequest = object(json!({ "spec": { "expirationSeconds": 3600 } }));
+        let pp = PostParams::default();
+        let response = sas.create_token_request(name, &pp, &request).await;
+        let response = response.expect("envtest: TokenRequest failed");
+        let token = response
+            .status
+            .expect("envtest: TokenRequest without a token")
+            .token;
+        let path = self
+            .dir
+            .path()
+            .join(format!("sa-{namespace}-{name}.kubeconfig"));
+        let user = json!({ "token": token });
+        write_kubeconfig(&path, &self.server, self.dir.path(), user);
+        path
+    }
+
+    /// A client authenticating as ServiceAccount `namespace/name` (both created if missing).
+    pub async fn service_account_client(&self, namespace: &str, name: &str) -> kube::Client {
+        client_for(&self.service_account_kubeconfig(namespace, name).await).await
+    }
+
+    async fn launch(cluster: bool, crds: Vec<CustomResourceDefinition>) -> TestEnv {
+        // Resolve every binary first: a missing one fails fast, before anything runs.
+        let assets = Assets::locate(cluster).await;
+        let (etcd, apiserver, kubectl) = (
+            assets.binary("etcd"),
+            assets.binary("kube-apiserver"),
+            assets.binary("kubectl"),
+        );
+        let cluster_assets = cluster.then(|| {
+            let kwok = assets.binary("kwok");
+            let stages_dir = kwok.with_file_name(assets::KWOK_STAGES_DIR);
+            let stages = yaml_files(&stages_dir);
+            if stages.is_empty() {
+                panic!(
+                    "envtest: no kwok Stage files in {}\nhelp: {}",
+                    stages_dir.display(),
+                    assets.help
+                );
+            }
+            ClusterAssets {
+                controller_manager: assets.binary("kube-controller-manager"),
+                scheduler: assets.binary("kube-scheduler"),
+                stages,
+                kwok,
+            }
+        });
+
+        #[cfg(target_os = "linux")]
+        remove_abandoned_dirs();
+        let dir = tempfile::Builder::new().prefix(DIR_PREFIX).tempdir();
+        let dir = dir.expect("envtest: cannot create a temporary directory");
+        let d = dir.path().to_owned();
+        fs::write(d.join(OWNER_FILE), process::id().to_string()).expect("envtest: owner file");
+        pki::write(&d);
+        let [etcd_port, peer_port, api_port] = free_ports();
+        let server = format!("https://127.0.0.1:{api_port}");
+        let kubeconfig = d.join("admin.kubeconfig");
+        let (cert, key) = (d.join("admin.crt"), d.join("admin.key"));
+        let admin = json!({ "client-certificate": cert, "client-key": key });
+        write_kubeconfig(&kubeconfig, &server, &d, admin);
+        let mut env = TestEnv {
+            procs: Vec::new(),
+            client: client_for(&kubeconfig).await, // connects lazily
+            server,
+            kubeconfig,
+            kubectl,
+            cluster,
+            dir,
+        };
+        // From here on, a panic drops `env`, which stops whatever already runs.
+
+        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+        let peer_url = format!("http://127.0.0.1:{peer_port}");
+        let etcd_args = vec![
+            flag("data-dir", &d.join("etcd")),
+            format!("--listen-client-urls={etcd_url}"),
+            format!("--advertise-client-urls={etcd_url}"),
+            format!("--listen-peer-urls={peer_url}"),
+            format!("--initial-advertise-peer-urls={peer_url}"),
+            format!("--initial-cluster=default={peer_url}"),
+            "--unsafe-no-fsync=true".into(), // throw-away data: skip the slow fsyncs
+            "--log-level=warn".into(),
+        ];
+        env.spawn("etcd", &etcd, etcd_args);
+        // Without a controller-manager nothing creates `default` ServiceAccounts, and the
+        // ServiceAccount admission plugin would reject every Pod.
+        let disabled_admission = if cluster { "" } else { "ServiceAccount" };
+        let apiserver_args = vec![
+            format!("--etcd-servers={etcd_url}"),
+            format!("--secure-port={api_port}"),
+            "--bind-address=127.0.0.1".into(),
+            // Needed on hosts without a default route ("no suitable network address").
+            "--advertise-address=127.0.0.1".into(),
+            // Endpoints may not point at loopback: don't let the apiserver publish its own.
+            "--endpoint-reconciler-type=none".into(),
+            flag("cert-dir", &d.join("apiserver")),
+            flag("tls-cert-file", &d.join("serving.crt")),
+            flag("tls-private-key-file", &d.join("serving.key")),
+            flag("client-ca-file", &d.join("ca.crt")),
+            "--authorization-mode=RBAC".into(),
+            "--service-cluster-ip-range=10.0.0.0/24".into(),
+            "--allow-privileged=true".into(),
+            "--service-account-issuer=https://kubernetes.default.svc".into(),
+            flag("service-account-key-file", &d.join("sa.pub")),
+            flag("service-account-signing-key-file", &d.join("sa.key")),
+            format!("--disable-admission-plugins={disabled_admission}"),
+        ];
+        env.spawn("kube-apiserver", &apiserver, apiserver_args);
+
+        let client = env.client();
+        env.wait_until("/readyz", async || readyz(&client).await)
+            .await;
+        let ns: Api<Namespace> = Api::all(client);
+        env.wait_until("namespace default", async || exists(&ns, "default").await)
+            .await;
+        // CRDs before the controller-manager, so its garbage collector knows custom owners.
+        env.install_crds(crds).await;
+        if let Some(assets) = cluster_assets {
+            env.start_cluster_components(assets).await;
+        }
+        env
+    }
+
+    async fn start_cluster_components(&mut self, assets: ClusterAssets) {
+        let d = self.dir.path().to_owned();
+        let kubeconfig = flag("kubeconfig", &self.kubeconfig);
+        let kwok_selector = format!("{}={}", KWOK_ANNOTATION.0, KWOK_ANNOTATION.1);
+        let controller_manager_args = vec![
+            kubeconfig.clone(),
+            "--leader-elect=false".into(),
+            "--secure-port=0".into(), // no health/metrics server: no port to collide on
+            flag("service-account-private-key-file", &d.join("sa.key")),
+            flag("root-ca-file", &d.join("ca.crt")),
+        ];
+        let controller_manager = &assets.controller_manager;
+        self.spawn(
+            "kube-controller-manager",
+            controller_manager,
+            controller_manager_args,
+        );
+        let scheduler_args = vec![
+            kubeconfig.clone(),
+            "--leader-elect=false".into(),
+            "--secure-port=0".into(),
+        ];
+        self.spawn("kube-scheduler", &assets.scheduler, scheduler_args);
+        let mut kwok_args = vec![
+            kubeconfig,
+            "--manage-all-nodes=false".into(),
+            format!("--manage-nodes-with-annotation-selector={kwok_selector}"),
+            "--cidr=10.244.0.1/16".into(), // fake pod IPs
+            // Renew node Leases (every 10 s): the node lifecycle controller reads them as
+            // heartbeats, so nodes stay Ready however long a test runs.
+            "--node-lease-duration-seconds=40".into(),
+        ];
+        // Since v0.8.0 kwok has no built-in behaviour: Stage objects drive nodes and pods.
+        kwok_args.extend(assets.stages.iter().map(|s| flag("config", s)));
+        self.spawn("kwok", &assets.kwok, kwok_args);
+
+        let nodes: Api<Node> = Api::all(self.client());
+        for i in 0..FAKE_NODES {
+            ok_if_exists(nodes.create(&PostParams::default(), &fake_node(i)).await);
+        }
+        self.wait_until("Ready nodes", async || nodes_ready(&nodes).await)
+            .await;
+        let sas: Api<ServiceAccount> = Api::default_namespaced(self.client());
+        self.wait_until("ServiceAccount default", async || {
+            exists(&sas, "default").await
+        })
+        .await;
+    }
+
+    /// Starts `bin` with its output in `<dir>/<name>.log`, adding the flags of
+    /// [`extra_flags`] after `args` (the last value of a flag wins).
+    fn spawn(&mut self, name: &'static str, bin: &Path, args: Vec<String>) {
+        let log = self.dir.path().join(format!("{name}.log"));
+        let out = File::create(&log).expect("envtest: cannot create a log file");
+        let mut cmd = Command::new(bin);
+        cmd.args(args)
+            .args(extra_flags(name))
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().expect("envtest: log file"))
+            .stderr(out);
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::process::CommandExt;
+            let parent = process::id();
+            // SAFETY: between fork and exec the closure only makes async-signal-safe calls.
+            unsafe {
+                cmd.pre_exec(move || {
+                    // The kernel SIGKILLs the child when our thread dies, even by SIGKILL, which
+                    // skips Drop. We may have died before prctl: then exit at once.
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                    if libc::getppid() as u32 != parent {
+                        libc::_exit(1);
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("envtest: cannot run {}: {e}", bin.display()));
+        self.procs.push(Proc { name, child, log });
+    }
+
+    /// Polls `ready` until it returns true. Panics with a log tail when a process exits or
+    /// the budget runs out (then showing the component started last).
+    async fn wait_until(&mut self, what: &str, mut ready: impl AsyncFnMut() -> bool) {
+        let deadline = Instant::now() + BUDGET;
+        while !tokio::time::timeout(Duration::from_secs(5), ready())
+            .await
+            .unwrap_or(false)
+        {
+            for p in &mut self.procs {
+                if let Ok(Some(status)) = p.child.try_wait() {
+                    let tail = p.tail();
+                    panic!(
+                        "envtest: {} exited ({status}) waiting for {what}; {tail}",
+                        p.name
+                    );
+                }
+            }
+            if Instant::now() > deadline {
+                let tail = self.procs.last().map(Proc::tail).unwrap_or_default();
+                panic!("envtest: timed out after {BUDGET:?} waiting for {what}; {tail}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Applies each CRD server-side, then waits until all are Established and listed by discovery
+    /// (which kubectl and kube's dynamic clients rely on).
+    async fn install_crds(&mut self, crds: Vec<CustomResourceDefinition>) {
+        let api: Api<CustomResourceDefinition> = Api::all(self.client());
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        for crd in &crds {
+            let name = crd.metadata.name.as_deref().unwrap_or_default();
+            if let Err(e) = api.patch(name, &params, &Patch::Apply(crd)).await {
+                panic!("envtest: cannot install CRD {name:?}: {e}");
+            }
+        }
+        for crd in &crds {
+            let name = crd.metadata.name.as_deref().unwrap_or_default();
+            let established = await_condition(api.clone(), name, conditions::is_crd_established());
+            if !matches!(tokio::time::timeout(BUDGET, established).await, Ok(Ok(_))) {
+                panic!("envtest: CRD {name} was not Established within {BUDGET:?}");
+            }
+            let client = self.client();
+            let what = format!("CRD {name} in discovery");
+            self.wait_until(&what, async || discovered(&client, crd).await)
+                .await;
+        }
+    }
+}
+
+impl Drop for TestEnv {
+    fn drop(&mut self) {
+        // SIGKILL: the state is throw-away, so a graceful shutdown would only cost time.
+        for p in self.procs.iter_mut().rev() {
+            let _ = p.child.kill();
+        }
+        // Reap them (no zombies) before `dir` is removed.
+        for p in &mut self.procs {
+            let _ = p.child.wait();
+        }
+    }
+}
+
+impl Proc {
+    /// The last lines of the log, to explain a failure.
+    fn tail(&self) -> String {
+        let text = String::from_utf8_lossy(&fs::read(&self.log).unwrap_or_default()).into_owned();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(30)..].join("\n");
+        format!("last lines of {}:\n{tail}", self.log.display())
+    }
+}
+
+/// Where the binaries come from, and what to tell the user when one is missing.
+struct Assets {
+    /// `None` when every needed binary has a `TEST_ASSET_<NAME>` override.
+    dir: Option<PathBuf>,
+    help: String,
+}
+
+impl Assets {
+    /// `KUBEBUILDER_ASSETS` when set; else the cache for `ENVTEST_K8S_VERSION` (default
+    /// [`assets::DEFAULT_KUBERNETES_VERSION`]), built with Go if missing.
+    async fn locate(cluster: bool) -> Assets {
+        let needed: &[&str] = if cluster {
+            assets::BINARIES
+        } else {
+            &["etcd", "kube-apiserver", "kubectl"]
+        };
+        if needed
+            .iter()
+            .all(|name| env::var_os(override_var(name)).is_some())
+        {
+            return Assets {
+                dir: None,
+                help: "check the TEST_ASSET_<NAME> variables".into(),
+            };
+        }
+        if let Some(dir) = env::var_os("KUBEBUILDER_ASSETS").filter(|d| !d.is_empty()) {
+            return Assets {
+                dir: Some(PathBuf::from(dir)),
+                help: format!(
+                    "KUBEBUILDER_ASSETS must hold {}; unset it to use the cache (built with Go when missing)",
+                    needed.join(", ")
+                ),
+            };
+        }
+        match tokio::task::spawn_blocking(cached_or_built).await {
+            Ok(Ok(dir)) => Assets {
+                dir: Some(dir),
+                help: "remove the incomplete directory to rebuild it".into(),
+            },
+            Ok(Err(message)) => panic!("envtest: {message}"),
+            Err(e) => panic!("envtest: the asset build did not finish: {e}"),
+        }
+    }
+
+    /// The path of binary `name`: `TEST_ASSET_<NAME>` (as Go's envtest has), else `<dir>/<name>`.
+    /// Panics when it is not a file.
+    fn binary(&self, name: &str) -> PathBuf {
+        let path = match (env::var_os(override_var(name)), &self.dir) {
+            (Some(path), _) => PathBuf::from(path),
+            (None, Some(dir)) => dir.join(name),
+            (None, None) => panic!("envtest: no {name}: set {}", override_var(name)),
+        };
+        if !path.is_file() {
+            panic!(
+                "envtest: {name} not found at {}\nhelp: {}",
+                path.display(),
+                self.help
+            );
+        }
+        path
+    }
+}
+
+/// The cache directory of `ENVTEST_K8S_VERSION`, built with Go when missing. Blocks for as long as the
+/// build takes; progress goes to stderr.
+fn cached_or_built() -> Result<PathBuf, String> {
+    let version = env::var("ENVTEST_K8S_VERSION")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| assets::DEFAULT_KUBERNETES_VERSION.to_string());
+    let version =
+        assets::parse_version(&version).map_err(|e| format!("ENVTEST_K8S_VERSION: {e}"))?;
+    let bin_dir = assets::default_bin_dir().map_err(|e| e.to_string())?;
+    let (dir, _) = assets::provide(&version, &bin_dir, false, &assets::print_status)
+        .map_err(|e| e.to_string())?;
+    Ok(dir)
+}
+
+/// `TEST_ASSET_KUBE_APISERVER` for `kube-apiserver`.
+fn override_var(name: &str) -> String {
+    format!("TEST_ASSET_{}", name.to_uppercase().replace('-', "_"))
+}
+
+/// More flags for one component, from `ENVTEST_<NAME>_FLAGS` split at whitespace, e.g.
+/// `ENVTEST_KUBE_CONTROLLER_MANAGER_FLAGS="--kube-api-qps=500 --kube-api-burst=1000"`.
+fn extra_flags(name: &str) -> Vec<String> {
+    let var = format!("ENVTEST_{}_FLAGS", name.to_uppercase().replace('-', "_"));
+    let flags = env::var(var).unwrap_or_default();
+    flags.split_whitespace().map(str::to_owned).collect()
+}
+
+/// Removes the directories of envs whose test process died without cleaning up: Ctrl-C
+/// and SIGKILL skip Drop (the kernel killed their children already). etcd preallocates
+/// 128 MB of WAL, so each one left behind is worth removing.
+#[cfg(target_os = "linux")]
+fn remove_abandoned_dirs() {
+    for entry in fs::read_dir(env::temp_dir())
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let dir = entry.path();
+        if entry.file_name().to_string_lossy().starts_with(DIR_PREFIX)
+            && let Ok(pid) = fs::read_to_string(dir.join(OWNER_FILE))
+            && !Path::new("/proc").join(pid.trim()).exists()
+        {
+            let _ = fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// The `*.yaml` (and `*.yml`) files in `dir`, sorted; none if it does not exist.
+fn yaml_files(dir: &Path) -> Vec<PathBuf> {
+    let entries = fs::read_dir(dir).into_iter().flatten().flatten();
+    let is_yaml = |p: &PathBuf| p.extension().is_some_and(|e| e == "yaml" || e == "yml");
+    let mut files: Vec<PathBuf> = entries.map(|e| e.path()).filter(is_yaml).collect();
+    files.sort();
+    files
+}
+
+/// Every CustomResourceDefinition in the YAML files of `dir`. Panics on anything else.
+fn crds_in(dir: &Path) -> Vec<CustomResourceDefinition> {
+    if let Err(e) = fs::read_dir(dir) {
+        panic!("envtest: cannot read CRD directory {}: {e}", dir.display());
+    }
+    let mut crds = Vec::new();
+    for file in yaml_files(dir) {
+        let text = fs::read_to_string(&file)
+            .unwrap_or_else(|e| panic!("envtest: cannot read {}: {e}", file.display()));
+        for document in serde_yaml::Deserializer::from_str(&text) {
+            let value = serde_yaml::Value::deserialize(document)
+                .unwrap_or_else(|e| panic!("envtest: {}: {e}", file.display()));
+            if value.is_null() {
+                continue; // an empty document, e.g. after a leading `---`
+            }
+            if value.get("kind").and_then(|k| k.as_str()) != Some("CustomResourceDefinition") {
+                panic!(
+                    "envtest: {}: a document is not a CustomResourceDefinition",
+                    file.display()
+                );
+            }
+            let crd = serde_yaml::from_value(value)
+                .unwrap_or_else(|e| panic!("envtest: {}: {e}", file.display()));
+            crds.push(crd);
+        }
+    }
+    crds
+}
+
+/// Free loopback ports: bind port 0 and let the OS choose. All listeners are held until
+/// every port is chosen, so the ports differ; the race with other binders is tiny.
+fn free_ports<const N: usize>() -> [u16; N] {
+    let listeners: [TcpListener; N] = std::array::from_fn(|_| {
+        TcpListener::bind("127.0.0.1:0").expect("envtest: cannot bind a port")
+    });
+    listeners.map(|l| l.local_addr().expect("bound socket has an address").port())
+}
+
+/// Writes a kubeconfig (JSON is valid YAML) for `server`, trusting `<pki>/ca.crt`.
+fn write_kubeconfig(path: &Path, server: &str, pki: &Path, user: Value) {
+    let config = json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{ "name": "envtest", "cluster": { "server": server, "certificate-authority": pki.join("ca.crt") } }],
+        "users": [{ "name": "envtest", "user": user }],
+        "contexts": [{ "name": "envtest", "context": { "cluster": "envtest", "user": "envtest", "namespace": "default" } }],
+        "current-context": "envtest",
+    });
+    fs::write(path, config.to_string()).expect("envtest: cannot write a kubeconfig");
+}
+
+/// A client from a kubeconfig file: the way kubectl and an operator process connect too.
+async fn client_for(kubeconfig: &Path) -> kube::Client {
+    let kc = Kubeconfig::read_from(kubeconfig).expect("envtest: unreadable kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await;
+    kube::Client::try_from(config.expect("envtest: invalid kubeconfig")).expect("envtest: client")
+}
+
+async fn readyz(client: &kube::Client) -> bool {
+    // kube has no raw GET helper; a named GET on the empty path is `GET /readyz`.
+    let request = kube::core::Request::new("").get("readyz", &Default::default());
+    let request = request.expect("envtest: valid request");
+    client.request_text(request).await.is_ok()
+}
+
+/// Whether discovery lists the CRD's resource in every served version.
+async fn discovered(client: &kube::Client, crd: &CustomResourceDefinition) -> bool {
+    for version in crd.spec.versions.iter().filter(|v| v.served) {
+        let group_version = format!("{}/{}", crd.spec.group, version.name);
+        let Ok(list) = client.list_api_group_resources(&group_version).await else {
+            return false;
+        };
+        if !list
+            .resources
+            .iter()
+            .any(|r| r.name == crd.spec.names.plural)
+        {
+            return false;
+        }
+    }
+    true
+}
+
+async fn exists<K: Clone + DeserializeOwned + std::fmt::Debug>(api: &Api<K>, name: &str) -> bool {
+    api.get_opt(name).await.is_ok_and(|o| o.is_some())
+}
+
+async fn nodes_ready(nodes: &Api<Node>) -> bool {
+    let Ok(list) = nodes.list(&Default::default()).await else {
+        return false;
+    };
+    let ready = |n: &Node| {
+        let mut conditions = n.status.iter().flat_map(|s| s.conditions.iter().flatten());
+        let ready = conditions.any(|c| c.type_ == "Ready" && c.status == "True");
+        // The node lifecycle controller taints a node until it has seen it Ready.
+        let taints = n.spec.as_ref().and_then(|s| s.taints.as_ref());
+        ready && taints.is_none_or(|t| t.is_empty())
+    };
+    list.items.len() >= FAKE_NODES && list.items.iter().all(ready)
+}
+
+/// A Node that kwok will run: room for plenty of pods, no taints.
+fn fake_node(i: usize) -> Node {
+    let name = format!("kwok-node-{i}");
+    let resources = json!({ "cpu": "32", "memory": "256Gi", "pods": "110" });
+    object(json!({
+        "metadata": {
+            "name": name,
+            "annotations": { KWOK_ANNOTATION.0: KWOK_ANNOTATION.1 },
+            "labels": { "kubernetes.io/hostname": name, "type": "kwok" },
+        },
+        "status": { "capacity": resources, "allocatable": resources },
+    }))
+}
+
+/// A typed object from JSON: shorter than nested `..Default::default()`.
+fn object<K: DeserializeOwned>(value: Value) -> K {
+    serde_json::from_value(value).expect("envtest: invalid object")
+}
+
+fn ok_if_exists<T>(result: kube::Result<T>) {
+    match result {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {} // AlreadyExists
+        Err(e) => panic!("envtest: create failed: {e}"),
+    }
+}
+
+fn flag(name: &str, path: &Path) -> String {
+    format!("--{name}={}", path.display())
+}

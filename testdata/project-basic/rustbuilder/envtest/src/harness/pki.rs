@@ -1,0 +1,53 @@
+//! Certificates and keys for one env, written as PEM files into its directory.
+
+use std::fs;
+use std::path::Path;
+
+use rcgen::ExtendedKeyUsagePurpose::{ClientAuth, ServerAuth};
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+
+/// Writes a CA (`ca.crt`), a serving cert for 127.0.0.1/localhost (`serving.crt`/`.key`) and an admin
+/// client cert (`admin.crt`/`.key`), both signed by the CA, and a key pair that signs ServiceAccount
+/// tokens (`sa.key`/`sa.pub`). Keys are PKCS#8 ECDSA P-256 PEM, which Go and rustls both read.
+pub(super) fn write(dir: &Path) {
+    let write = |name: &str, pem: String| fs::write(dir.join(name), pem).expect("envtest: PKI");
+    let new_key = || KeyPair::generate().expect("envtest: key generation");
+    let ca_key = new_key();
+    let mut ca = CertificateParams::default();
+    ca.distinguished_name.push(DnType::CommonName, "envtest-ca");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign];
+    write(
+        "ca.crt",
+        ca.self_signed(&ca_key).expect("envtest: CA").pem(),
+    );
+    let issuer = Issuer::new(ca, &ca_key);
+
+    // Kubernetes reads a client cert's CN as the user name and its O entries as groups.
+    let leaf = |stem: &str, sans: &[&str], subject: &[(DnType, &str)], usage| {
+        let key = new_key();
+        let sans: Vec<String> = sans.iter().map(|s| s.to_string()).collect();
+        let mut params = CertificateParams::new(sans).expect("envtest: subject alt names");
+        for (kind, value) in subject {
+            params.distinguished_name.push(kind.clone(), *value);
+        }
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![usage];
+        let cert = params
+            .signed_by(&key, &issuer)
+            .expect("envtest: certificate");
+        write(&format!("{stem}.crt"), cert.pem());
+        write(&format!("{stem}.key"), key.serialize_pem());
+    };
+    let server = [(DnType::CommonName, "kube-apiserver")];
+    leaf("serving", &["127.0.0.1", "localhost"], &server, ServerAuth);
+    let admin = [
+        (DnType::CommonName, "envtest-admin"),
+        (DnType::OrganizationName, "system:masters"),
+    ];
+    leaf("admin", &[], &admin, ClientAuth);
+
+    let sa = new_key();
+    write("sa.key", sa.serialize_pem());
+    write("sa.pub", sa.public_key_pem());
+}

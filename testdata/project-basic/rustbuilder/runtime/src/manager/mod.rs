@@ -1,0 +1,611 @@
+//! The manager: the process that runs an operator's controllers.
+//!
+//! [`Manager::start`] sets up the process from [`ManagerArgs`]: logging, the API client (in-cluster
+//! config, else the current kubeconfig), the health probes and the metrics endpoint ([`http`], with
+//! [`tls`]), and SIGTERM/Ctrl-C handling. [`Controllers::run`] then waits for leadership ([`leader`])
+//! when `--leader-elect` is on, runs the controllers until shutdown, lets the reconciles in flight
+//! finish and releases the lease.
+//!
+//! [`Manager`] is also the handle each controller takes: the client, metrics, events, owned-object
+//! caches and the shutdown signal. Clone it freely; clones share everything.
+
+use std::fmt;
+use std::future::Future;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
+use kube::api::Api;
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tracing::{error, info, warn};
+
+use crate::controller::Builder;
+use crate::events::Events;
+use crate::metrics::Metrics;
+use crate::owned::Owned;
+
+pub mod auth;
+pub mod http;
+pub mod leader;
+pub mod tls;
+
+use http::BindAddress;
+use leader::LeaderElection;
+
+/// Why the manager could not start, or stopped early. Its `Debug` output is the message, so that a
+/// `main` returning it prints something readable.
+#[derive(thiserror::Error)]
+pub enum Error {
+    /// An endpoint could not listen on its address.
+    #[error("cannot listen on {address}: {source}")]
+    Bind {
+        /// The address as given.
+        address: String,
+        /// What the operating system said.
+        source: std::io::Error,
+    },
+
+    /// The metrics serving certificate could not be made or loaded.
+    #[error("metrics TLS: {0}")]
+    Tls(String),
+
+    /// A flag value is invalid (e.g. the log filter).
+    #[error("invalid configuration: {0}")]
+    Config(String),
+
+    /// The API client could not be configured, or the API server could not be reached.
+    #[error("cannot reach the Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+
+    /// A controller stopped (or panicked) before shutdown was requested.
+    #[error("a controller stopped before shutdown was requested")]
+    ControllerStopped,
+
+    /// The leader-election lease was lost (not renewed in time, or taken by another process).
+    #[error("leader election lost")]
+    LeadershipLost,
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// The manager's command-line flags, Kubebuilder's, each also settable through the environment
+/// variable shown next to it. Flatten them into the operator's own `clap` arguments:
+/// `#[command(flatten)] manager: ManagerArgs`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ManagerArgs {
+    /// Where to serve /metrics, e.g. `:8443` or `127.0.0.1:8080`; `0` turns metrics off.
+    #[arg(long, env = "METRICS_BIND_ADDRESS", default_value = "0")]
+    pub metrics_bind_address: BindAddress,
+
+    /// Serve metrics over HTTPS to authenticated and authorized clients only (TokenReview and
+    /// SubjectAccessReview); `false` serves plain HTTP to anyone.
+    #[arg(long, env = "METRICS_SECURE", default_value_t = true, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub metrics_secure: bool,
+
+    /// Directory with the metrics serving certificate; without it a self-signed one is made at start.
+    #[arg(long, env = "METRICS_CERT_PATH")]
+    pub metrics_cert_path: Option<PathBuf>,
+
+    /// Certificate (chain) file in --metrics-cert-path.
+    #[arg(long, default_value = "tls.crt")]
+    pub metrics_cert_name: String,
+
+    /// Private key file in --metrics-cert-path.
+    #[arg(long, default_value = "tls.key")]
+    pub metrics_cert_key: String,
+
+    /// Where to serve /healthz and /readyz; `0` turns them off.
+    #[arg(long, env = "HEALTH_PROBE_BIND_ADDRESS", default_value = ":8081")]
+    pub health_probe_bind_address: BindAddress,
+
+    /// Run the controllers only while holding the leader-election Lease, so that one replica of
+    /// several is active.
+    #[arg(long, env = "LEADER_ELECT", default_value_t = false, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+
+    /// Namespace of the leader-election Lease [default: the pod's namespace, else $POD_NAMESPACE,
+    /// else `default`].
+    #[arg(long, env = "LEADER_ELECTION_NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
+
+    /// Log filter in `RUST_LOG` syntax, e.g. `info` or `my_operator=debug,kube=info`.
+    #[arg(long, env = "RUST_LOG", default_value = "info")]
+    pub log_level: String,
+
+    /// Log format.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// How the manager writes its logs (to stdout).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines, coloured on a terminal.
+    Text,
+    /// One JSON object per line, for log collectors.
+    Json,
+}
+
+/// The handle each controller gets: clone it freely, clones share everything.
+#[derive(Clone)]
+pub struct Manager {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    name: String,
+    client: Client,
+    metrics: Metrics,
+    stop: watch::Sender<bool>,
+    stopped: Shared<BoxFuture<'static, ()>>,
+    readiness: Mutex<Readiness>,
+    /// `(namespace, lease name)` when leader election is on.
+    leader_election: Option<(String, String)>,
+}
+
+impl fmt::Debug for Manager {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Manager")
+            .field("name", &self.inner.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Manager {
+    /// Starts the manager process named `name` (the field manager of its applies, the reporting
+    /// controller of its events, the `app.kubernetes.io/managed-by` value of the objects it creates):
+    /// sets up logging, connects to the API server, serves the health probes and metrics, and handles
+    /// signals (SIGTERM or Ctrl-C requests a graceful shutdown; a second one exits at once).
+    /// `leader_election_id` names the Lease used with `--leader-elect`.
+    pub async fn start(
+        name: &str,
+        leader_election_id: &str,
+        args: ManagerArgs,
+    ) -> Result<Manager, Error> {
+        init_logging(&args)?;
+        let client = Client::try_default().await?;
+        let server = client.apiserver_version().await?;
+        info!(version = %server.git_version, "connected to the API server");
+
+        let leader_election = args.leader_elect.then(|| {
+            let namespace = args
+                .leader_election_namespace
+                .clone()
+                .unwrap_or_else(pod_namespace);
+            (namespace, leader_election_id.to_string())
+        });
+        let manager = Manager::with_parts(name, client, leader_election);
+        tokio::spawn(shutdown_on_signal(manager.clone()));
+        http::serve_probes(&args.health_probe_bind_address, manager.clone()).await?;
+        let tls = if args.metrics_secure && !args.metrics_bind_address.is_off() {
+            Some(tls::acceptor(metrics_cert(&args))?)
+        } else {
+            None
+        };
+        http::serve_metrics(&args.metrics_bind_address, manager.clone(), tls).await?;
+        Ok(manager)
+    }
+
+    /// A bare manager named `name` around `client`, with fresh metrics: no endpoints, no signal
+    /// handling, no leader election. Tests build one per controller under test and call
+    /// [`Manager::shutdown`] to stop it.
+    pub fn new(name: &str, client: Client) -> Self {
+        Manager::with_parts(name, client, None)
+    }
+
+    fn with_parts(name: &str, client: Client, leader_election: Option<(String, String)>) -> Self {
+        let (stop, mut stop_requested) = watch::channel(false);
+        let stopped = async move {
+            // An error means the sender is gone, i.e. the manager was dropped: stop as well.
+            let _ = stop_requested.wait_for(|stop| *stop).await;
+        };
+        Manager {
+            inner: Arc::new(Inner {
+                name: name.to_string(),
+                client,
+                metrics: Metrics::new(),
+                stop,
+                stopped: stopped.boxed().shared(),
+                readiness: Mutex::new(Readiness::default()),
+                leader_election,
+            }),
+        }
+    }
+
+    /// The manager's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The API client.
+    pub fn client(&self) -> Client {
+        self.inner.client.clone()
+    }
+
+    /// The metrics served on `/metrics`.
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
+    }
+
+    /// Publishes events as this manager.
+    pub fn events(&self) -> Events {
+        Events::new(self.client(), self.name())
+    }
+
+    /// Starts a cache of the objects of `K` labelled `app.kubernetes.io/managed-by=<name>` (see
+    /// [`Owned`]); the manager is not ready until it has synced. Must be called within a Tokio
+    /// runtime.
+    pub fn owned<K>(&self) -> Owned<K>
+    where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + fmt::Debug
+            + DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+    {
+        Owned::start(self)
+    }
+
+    /// A controller of the objects `api` lists, named `name` in logs and metrics
+    /// (`controller="<name>"`, by convention the kind in lower case).
+    pub fn controller<K>(&self, api: Api<K>, name: &str) -> Builder<K>
+    where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + fmt::Debug
+            + DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+    {
+        Builder::new(self.clone(), api, name)
+    }
+
+    /// Resolves once shutdown is requested. [`controller::Builder`](crate::controller::Builder) hands
+    /// it to kube's `Controller::graceful_shutdown_on`; other long-running tasks can stop on it too.
+    pub fn shutdown_signal(&self) -> impl Future<Output = ()> + Send + Sync + 'static {
+        self.inner.stopped.clone()
+    }
+
+    /// Requests shutdown (as SIGTERM does). Idempotent.
+    pub fn shutdown(&self) {
+        self.inner.stop.send_replace(true);
+    }
+
+    /// Whether shutdown has been requested.
+    pub fn is_shutting_down(&self) -> bool {
+        *self.inner.stop.borrow()
+    }
+
+    /// Whether `/readyz` should succeed, and if not, why. Not ready while starting; a replica waiting
+    /// for leadership is ready; once the controllers run, ready when each controller's cache and each
+    /// [`Owned`] cache holds its first full list.
+    pub fn ready(&self) -> Result<(), String> {
+        self.readiness().check()
+    }
+
+    /// Runs controllers: `controllers.add(my_controller::run(manager.clone()))` for each, then
+    /// `controllers.run().await`.
+    pub fn controllers(&self) -> Controllers {
+        Controllers {
+            manager: self.clone(),
+            pending: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Counts one more cache that must sync before the manager is ready.
+    pub(crate) fn expect_cache(&self) -> CacheSynced {
+        self.readiness().caches_pending += 1;
+        CacheSynced(self.clone())
+    }
+
+    /// Records that a controller's cache holds its first list.
+    pub(crate) fn controller_synced(&self) {
+        self.readiness().controllers_synced += 1;
+    }
+
+    /// Marks whether this process is waiting to become leader: a follower is ready as soon as it serves.
+    pub(crate) fn set_waiting_for_leadership(&self, waiting: bool) {
+        self.readiness().waiting_for_leadership = waiting;
+    }
+
+    fn readiness(&self) -> std::sync::MutexGuard<'_, Readiness> {
+        // A panic while holding this lock cannot leave it inconsistent (plain counters).
+        self.inner
+            .readiness
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// A cache that counts toward readiness; [`CacheSynced::done`] once it holds its first list.
+pub(crate) struct CacheSynced(Manager);
+
+impl CacheSynced {
+    pub(crate) fn done(self) {
+        let mut readiness = self.0.readiness();
+        readiness.caches_pending = readiness.caches_pending.saturating_sub(1);
+    }
+}
+
+/// Readiness bookkeeping. Not ready at first; a follower is ready while it waits; once controllers run,
+/// ready when each has reported its cache synced and no owned-object cache is still filling.
+#[derive(Debug, Default)]
+struct Readiness {
+    waiting_for_leadership: bool,
+    /// Every controller has been spawned.
+    started: bool,
+    controllers: usize,
+    controllers_synced: usize,
+    caches_pending: usize,
+}
+
+impl Readiness {
+    fn check(&self) -> Result<(), String> {
+        if self.waiting_for_leadership {
+            return Ok(());
+        }
+        if !self.started {
+            return Err("starting".into());
+        }
+        if self.controllers_synced < self.controllers {
+            let (synced, controllers) = (self.controllers_synced, self.controllers);
+            return Err(format!(
+                "{synced} of {controllers} controller caches synced"
+            ));
+        }
+        if self.caches_pending > 0 {
+            let pending = self.caches_pending;
+            return Err(format!("{pending} owned-object caches not synced"));
+        }
+        Ok(())
+    }
+}
+
+/// The controllers of a [`Manager`], added one by one and then run together.
+pub struct Controllers {
+    manager: Manager,
+    // Behind a lock so that `add` takes `&self`: `main` needs no `mut` before its first controller.
+    pending: Mutex<Vec<BoxFuture<'static, ()>>>,
+}
+
+impl fmt::Debug for Controllers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Controllers")
+            .field(
+                "controllers",
+                &self.pending.lock().map_or(0, |pending| pending.len()),
+            )
+            .finish()
+    }
+}
+
+impl Controllers {
+    /// Adds one controller: a future that runs one controller built with [`Manager::controller`] until
+    /// shutdown. It starts in [`Controllers::run`].
+    pub fn add(&self, controller: impl Future<Output = ()> + Send + 'static) {
+        // A panic cannot leave a Vec half-pushed: a poisoned lock is still usable.
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        pending.push(controller.boxed());
+    }
+
+    /// Runs the controllers until shutdown and returns once they have finished their reconciles in
+    /// flight. With leader election on, first waits to hold the Lease (returning `Ok` if shutdown comes
+    /// first), and releases it at the end.
+    ///
+    /// Fails with [`Error::LeadershipLost`] at once if the Lease is lost (another replica may already
+    /// lead), and with [`Error::ControllerStopped`] if a controller stops or panics on its own (the
+    /// others are then shut down).
+    pub async fn run(self) -> Result<(), Error> {
+        let manager = self.manager.clone();
+        let mut leadership = None;
+        if let Some((namespace, lease)) = &manager.inner.leader_election {
+            let election = LeaderElection::new(&manager, namespace, lease);
+            let Some(acquired) = election.acquire().await else {
+                info!("stopped before becoming leader");
+                return Ok(());
+            };
+            leadership = Some(acquired);
+        }
+
+        let running = self.spawn_and_wait();
+        let stopped = match &mut leadership {
+            Some(leadership) => tokio::select! {
+                stopped = running => stopped,
+                () = leadership.lost() => {
+                    // Exit at once: another replica may already be leading.
+                    error!("leader election lost: exiting");
+                    return Err(Error::LeadershipLost);
+                }
+            },
+            None => running.await,
+        };
+        // The controllers have stopped: hand the lease over without waiting for it to expire.
+        if let Some(leadership) = leadership {
+            leadership.release().await;
+        }
+        match stopped {
+            Ok(()) => {
+                info!("manager stopped");
+                Ok(())
+            }
+            Err(error) => {
+                error!(%error, "manager failed");
+                Err(error)
+            }
+        }
+    }
+
+    async fn spawn_and_wait(self) -> Result<(), Error> {
+        let Controllers { manager, pending } = self;
+        let pending = pending.into_inner().unwrap_or_else(|e| e.into_inner());
+        let mut tasks = JoinSet::new();
+        {
+            let mut readiness = manager.readiness();
+            readiness.controllers += pending.len();
+            readiness.started = true;
+        }
+        for controller in pending {
+            tasks.spawn(controller);
+        }
+        info!(controllers = tasks.len(), "controllers started");
+        if tasks.is_empty() {
+            // A project without controllers yet still runs until it is told to stop.
+            manager.shutdown_signal().await;
+            return Ok(());
+        }
+        let mut result = Ok(());
+        while let Some(ended) = tasks.join_next().await {
+            if let Err(panic) = ended {
+                error!(%panic, "a controller panicked");
+            } else if manager.is_shutting_down() {
+                continue;
+            } else {
+                error!("a controller stopped on its own");
+            }
+            result = Err(Error::ControllerStopped);
+            manager.shutdown();
+        }
+        result
+    }
+}
+
+/// The namespace of the pod this process runs in: the service-account mount's, else `$POD_NAMESPACE`,
+/// else `default` (e.g. when run on a workstation).
+pub fn pod_namespace() -> String {
+    const MOUNTED: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+    let mounted = std::fs::read_to_string(MOUNTED).ok();
+    let from_env = || std::env::var("POD_NAMESPACE").ok();
+    mounted
+        .map(|ns| ns.trim().to_string())
+        .filter(|ns| !ns.is_empty())
+        .or_else(from_env)
+        .filter(|ns| !ns.is_empty())
+        .unwrap_or_else(|| "default".into())
+}
+
+fn init_logging(args: &ManagerArgs) -> Result<(), Error> {
+    let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level)
+        .map_err(|e| Error::Config(format!("--log-level {}: {e}", args.log_level)))?;
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stdout().is_terminal());
+    // A subscriber set before (e.g. by a test) stays.
+    let _ = match args.log_format {
+        LogFormat::Text => logs.try_init(),
+        LogFormat::Json => logs.json().try_init(),
+    };
+    Ok(())
+}
+
+fn metrics_cert(args: &ManagerArgs) -> tls::CertSource {
+    match &args.metrics_cert_path {
+        Some(dir) => tls::CertSource::Files {
+            cert: dir.join(&args.metrics_cert_name),
+            key: dir.join(&args.metrics_cert_key),
+        },
+        None => tls::CertSource::SelfSigned(tls::default_names()),
+    }
+}
+
+/// On SIGTERM (how Kubernetes stops a pod) or Ctrl-C, asks the manager to shut down gracefully. A
+/// second signal exits at once.
+async fn shutdown_on_signal(manager: Manager) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = match signal(SignalKind::terminate()) {
+        Ok(terminate) => terminate,
+        Err(error) => {
+            warn!(%error, "cannot handle SIGTERM");
+            return;
+        }
+    };
+    let mut signalled = async || {
+        tokio::select! {
+            _ = terminate.recv() => "SIGTERM",
+            _ = tokio::signal::ctrl_c() => "SIGINT",
+        }
+    };
+    let first = signalled().await;
+    info!(
+        signal = first,
+        "shutting down: finishing in-flight reconciles"
+    );
+    manager.shutdown();
+    let second = signalled().await;
+    warn!(signal = second, "second signal: exiting at once");
+    std::process::exit(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn readiness() {
+        let mut r = Readiness::default();
+        assert_eq!(r.check(), Err("starting".into()));
+        r.waiting_for_leadership = true;
+        assert!(r.check().is_ok(), "a follower is ready");
+        r.waiting_for_leadership = false;
+        r.controllers = 2;
+        r.started = true;
+        r.caches_pending = 1;
+        assert_eq!(r.check(), Err("0 of 2 controller caches synced".into()));
+        r.controllers_synced = 2;
+        assert_eq!(r.check(), Err("1 owned-object caches not synced".into()));
+        r.caches_pending = 0;
+        assert!(r.check().is_ok());
+    }
+
+    #[derive(Debug, Parser)]
+    struct Args {
+        #[command(flatten)]
+        manager: ManagerArgs,
+    }
+
+    #[test]
+    fn flags_and_defaults() {
+        let args = Args::try_parse_from(["manager"]).unwrap().manager;
+        assert!(args.metrics_bind_address.is_off());
+        assert!(args.metrics_secure);
+        assert_eq!(args.health_probe_bind_address.to_string(), ":8081");
+        assert!(!args.leader_elect);
+        assert_eq!(args.log_format, LogFormat::Text);
+
+        let args = Args::try_parse_from([
+            "manager",
+            "--leader-elect",
+            "--metrics-secure=false",
+            "--metrics-bind-address=:8443",
+            "--log-format=json",
+        ])
+        .unwrap()
+        .manager;
+        assert!(args.leader_elect && !args.metrics_secure);
+        assert_eq!(args.metrics_bind_address.to_string(), ":8443");
+        assert_eq!(args.log_format, LogFormat::Json);
+        assert!(Args::try_parse_from(["manager", "--metrics-bind-address=8443"]).is_err());
+    }
+
+    #[test]
+    fn errors_debug_as_their_message() {
+        assert_eq!(
+            format!("{:?}", Error::LeadershipLost),
+            "leader election lost"
+        );
+    }
+}

@@ -1,0 +1,451 @@
+//! Prometheus metrics of the manager, named like controller-runtime's so existing dashboards and alerts
+//! work: reconcile counts, errors, durations and busy workers per controller, the leader-election status,
+//! and the usual `process_*` metrics. The manager serves them on `/metrics` (see [`crate::manager::http`]).
+//!
+//! kube-runtime does not expose its scheduling queue, so there are no `workqueue_*` metrics (depth,
+//! latency, retries).
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use kube::runtime::controller::Action;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+/// Upper bounds of the reconcile-duration buckets, in seconds: 5 ms to 60 s.
+const RECONCILE_TIME_BUCKETS: [f64; 16] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0,
+];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ControllerLabels {
+    controller: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    controller: String,
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LeaseLabels {
+    name: String,
+}
+
+/// All metrics of the process. Cheap to clone: clones share the same values.
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Arc<Registry>,
+    reconciles: Family<OutcomeLabels, Counter>,
+    errors: Family<ControllerLabels, Counter>,
+    reconcile_time: Family<ControllerLabels, Histogram, fn() -> Histogram>,
+    active_workers: Family<ControllerLabels, Gauge>,
+    max_workers: Family<ControllerLabels, Gauge>,
+    leader: Family<LeaseLabels, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Metrics {
+    /// A fresh registry with every series of the manager, at zero.
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let reconciles = Family::default();
+        // Counters get the `_total` suffix when encoded.
+        registry.register(
+            "controller_runtime_reconcile",
+            "Reconciles per controller and result (success, requeue, requeue_after, error)",
+            reconciles.clone(),
+        );
+        let errors = Family::default();
+        registry.register(
+            "controller_runtime_reconcile_errors",
+            "Reconciles per controller that returned an error",
+            errors.clone(),
+        );
+        let reconcile_time: Family<_, _, fn() -> Histogram> =
+            Family::new_with_constructor(|| Histogram::new(RECONCILE_TIME_BUCKETS));
+        registry.register(
+            "controller_runtime_reconcile_time_seconds",
+            "How long reconciles take, per controller",
+            reconcile_time.clone(),
+        );
+        let active_workers = Family::default();
+        registry.register(
+            "controller_runtime_active_workers",
+            "Reconciles running right now, per controller",
+            active_workers.clone(),
+        );
+        let max_workers = Family::default();
+        registry.register(
+            "controller_runtime_max_concurrent_reconciles",
+            "How many reconciles a controller may run at once (0: no limit)",
+            max_workers.clone(),
+        );
+        let leader = Family::default();
+        registry.register(
+            "leader_election_master_status",
+            "1 while this process holds the leader-election lease, else 0",
+            leader.clone(),
+        );
+        registry.register_collector(Box::new(ProcessCollector));
+        Metrics {
+            registry: Arc::new(registry),
+            reconciles,
+            errors,
+            reconcile_time,
+            active_workers,
+            max_workers,
+            leader,
+        }
+    }
+
+    /// The metrics of one controller, named by its kind in lower case (e.g. `memcached`). Its series
+    /// appear at once, at zero, so that rates and alerts work before the first reconcile.
+    pub fn controller(&self, name: &str, max_concurrent_reconciles: u16) -> ControllerMetrics {
+        let labels = ControllerLabels {
+            controller: name.to_string(),
+        };
+        let outcome = |result| {
+            let labels = OutcomeLabels {
+                controller: name.to_string(),
+                result,
+            };
+            self.reconciles.get_or_create(&labels).clone()
+        };
+        self.max_workers
+            .get_or_create(&labels)
+            .set(i64::from(max_concurrent_reconciles));
+        ControllerMetrics(Arc::new(ControllerSeries {
+            success: outcome("success"),
+            requeue: outcome("requeue"),
+            requeue_after: outcome("requeue_after"),
+            error: outcome("error"),
+            errors: self.errors.get_or_create(&labels).clone(),
+            time: self.reconcile_time.get_or_create(&labels).clone(),
+            active: self.active_workers.get_or_create(&labels).clone(),
+        }))
+    }
+
+    /// Sets `leader_election_master_status{name=lease}`.
+    pub fn set_leader(&self, lease: &str, leading: bool) {
+        let labels = LeaseLabels {
+            name: lease.to_string(),
+        };
+        self.leader.get_or_create(&labels).set(i64::from(leading));
+    }
+
+    /// Every metric in the Prometheus text format (OpenMetrics flavour, see [`CONTENT_TYPE`]).
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.registry)
+            .expect("writing to a String cannot fail");
+        text
+    }
+}
+
+/// The media type of [`Metrics::encode`]'s output.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Records the reconciles of one controller; see [`ControllerMetrics::instrument`].
+#[derive(Clone)]
+pub struct ControllerMetrics(Arc<ControllerSeries>);
+
+struct ControllerSeries {
+    success: Counter,
+    requeue: Counter,
+    requeue_after: Counter,
+    error: Counter,
+    errors: Counter,
+    time: Histogram,
+    active: Gauge,
+}
+
+impl ControllerMetrics {
+    /// Wraps a reconcile function so that every call is counted by result, timed, and shown in
+    /// `active_workers` while it runs. Pass the result to `Controller::run` in place of the function.
+    pub fn instrument<K, C, E, Fut>(
+        &self,
+        reconcile: impl Fn(Arc<K>, Arc<C>) -> Fut,
+    ) -> impl FnMut(Arc<K>, Arc<C>) -> BoxFuture<'static, Result<Action, E>>
+    where
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+    {
+        let metrics = self.clone();
+        move |object, ctx| {
+            let reconciling = reconcile(object, ctx);
+            let metrics = metrics.clone();
+            async move {
+                let _worker = metrics.worker();
+                let started = Instant::now();
+                let result = reconciling.await;
+                metrics.record(result.as_ref().map_err(|_| ()), started.elapsed());
+                result
+            }
+            .boxed()
+        }
+    }
+
+    /// Counts one finished reconcile: `Ok(action)` as success or a requeue, `Err` as an error.
+    fn record(&self, result: Result<&Action, ()>, took: Duration) {
+        let series = &self.0;
+        series.time.observe(took.as_secs_f64());
+        match result {
+            Ok(action) if *action == Action::await_change() => series.success.inc(),
+            Ok(action) if *action == Action::requeue(Duration::ZERO) => series.requeue.inc(),
+            Ok(_) => series.requeue_after.inc(),
+            Err(()) => {
+                series.error.inc();
+                series.errors.inc()
+            }
+        };
+    }
+
+    /// Counts a running reconcile until the returned guard is dropped (also when it is cancelled).
+    fn worker(&self) -> ActiveWorker {
+        self.0.active.inc();
+        ActiveWorker(self.0.active.clone())
+    }
+}
+
+struct ActiveWorker(Gauge);
+
+impl Drop for ActiveWorker {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+/// `process_*` metrics read from `/proc/self` at each scrape (nothing on other systems).
+#[derive(Debug)]
+struct ProcessCollector;
+
+impl prometheus_client::collector::Collector for ProcessCollector {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), fmt::Error> {
+        use prometheus_client::encoding::EncodeMetric;
+        use prometheus_client::metrics::counter::ConstCounter;
+        use prometheus_client::metrics::gauge::ConstGauge;
+
+        let Some(process) = proc::read() else {
+            return Ok(());
+        };
+        let cpu = ConstCounter::new(process.cpu_seconds);
+        cpu.encode(encoder.encode_descriptor(
+            "process_cpu_seconds",
+            "User and system CPU time spent, in seconds",
+            None,
+            cpu.metric_type(),
+        )?)?;
+        let gauges = [
+            (
+                "process_resident_memory_bytes",
+                "Resident memory size in bytes",
+                process.resident_memory_bytes,
+            ),
+            (
+                "process_virtual_memory_bytes",
+                "Virtual memory size in bytes",
+                process.virtual_memory_bytes,
+            ),
+            (
+                "process_start_time_seconds",
+                "Start time of the process since the Unix epoch, in seconds",
+                process.start_time_seconds,
+            ),
+            (
+                "process_open_fds",
+                "Open file descriptors",
+                process.open_fds,
+            ),
+            (
+                "process_max_fds",
+                "Limit of open file descriptors",
+                process.max_fds,
+            ),
+        ];
+        for (name, help, value) in gauges {
+            let gauge = ConstGauge::new(value);
+            gauge.encode(encoder.encode_descriptor(name, help, None, gauge.metric_type())?)?;
+        }
+        Ok(())
+    }
+}
+
+/// Reading `/proc`, Linux only.
+mod proc {
+    use std::fs;
+
+    /// `/proc` counts CPU time in clock ticks of USER_HZ, which is 100 on every Linux architecture
+    /// Kubernetes runs on.
+    const TICKS_PER_SECOND: f64 = 100.0;
+
+    pub struct Process {
+        pub cpu_seconds: f64,
+        pub resident_memory_bytes: f64,
+        pub virtual_memory_bytes: f64,
+        pub start_time_seconds: f64,
+        pub open_fds: f64,
+        pub max_fds: f64,
+    }
+
+    pub fn read() -> Option<Process> {
+        let stat = fs::read_to_string("/proc/self/stat").ok()?;
+        // The command name (field 2) may hold spaces; the fields we need come after its `)`.
+        // Counted from field 3 (state) at index 0: utime is field 14, stime 15, starttime 22.
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let ticks = |field: usize| fields.get(field - 3)?.parse::<f64>().ok();
+        let status = fs::read_to_string("/proc/self/status").ok()?;
+        let kib = |key: &str| {
+            let line = status.lines().find(|l| l.starts_with(key))?;
+            line[key.len()..]
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<f64>()
+                .ok()
+        };
+        let boot_time = fs::read_to_string("/proc/stat")
+            .ok()?
+            .lines()
+            .find_map(|l| l.strip_prefix("btime "))?
+            .trim()
+            .parse::<f64>()
+            .ok()?;
+        let open_fds = fs::read_dir("/proc/self/fd").ok()?.count() as f64;
+        let max_fds = fs::read_to_string("/proc/self/limits")
+            .ok()?
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .and_then(|l| l.split_whitespace().nth(3)?.parse::<f64>().ok())
+            .unwrap_or(f64::NAN);
+        Some(Process {
+            cpu_seconds: (ticks(14)? + ticks(15)?) / TICKS_PER_SECOND,
+            resident_memory_bytes: kib("VmRSS:")? * 1024.0,
+            virtual_memory_bytes: kib("VmSize:")? * 1024.0,
+            start_time_seconds: boot_time + ticks(22)? / TICKS_PER_SECOND,
+            open_fds,
+            max_fds,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+        text.lines().find(|l| l.starts_with(prefix))
+    }
+
+    #[tokio::test]
+    async fn counts_reconciles_by_result() {
+        let metrics = Metrics::new();
+        let controller = metrics.controller("example", 3);
+        let mut reconcile =
+            controller.instrument(|outcome: Arc<Result<Action, String>>, _ctx: Arc<()>| {
+                let outcome = (*outcome).clone();
+                async move { outcome }
+            });
+        let ctx = Arc::new(());
+        for outcome in [
+            Ok(Action::await_change()),
+            Ok(Action::await_change()),
+            Ok(Action::requeue(Duration::from_secs(5))),
+            Ok(Action::requeue(Duration::ZERO)),
+            Err("boom".to_string()),
+        ] {
+            let _ = reconcile(Arc::new(outcome), ctx.clone()).await;
+        }
+        let text = metrics.encode();
+        for (series, value) in [
+            (r#"result="success""#, "2"),
+            (r#"result="requeue_after""#, "1"),
+            (r#"result="requeue""#, "1"),
+            (r#"result="error""#, "1"),
+        ] {
+            let found = text.lines().find(|l| {
+                l.starts_with("controller_runtime_reconcile_total{") && l.contains(series)
+            });
+            assert_eq!(
+                found.and_then(|l| l.rsplit(' ').next()),
+                Some(value),
+                "{series} in\n{text}"
+            );
+        }
+        let errors = line(&text, "controller_runtime_reconcile_errors_total{");
+        assert_eq!(
+            errors,
+            Some(r#"controller_runtime_reconcile_errors_total{controller="example"} 1"#)
+        );
+        let count = line(&text, "controller_runtime_reconcile_time_seconds_count{");
+        assert!(count.is_some_and(|l| l.ends_with(" 5")), "{text}");
+        let max = line(&text, "controller_runtime_max_concurrent_reconciles{");
+        assert!(max.is_some_and(|l| l.ends_with(" 3")), "{text}");
+        let active = line(&text, "controller_runtime_active_workers{");
+        assert!(active.is_some_and(|l| l.ends_with(" 0")), "{text}");
+    }
+
+    #[tokio::test]
+    async fn counts_active_workers_while_reconciling() {
+        let metrics = Metrics::new();
+        let controller = metrics.controller("example", 1);
+        let (release, released) = tokio::sync::oneshot::channel::<()>();
+        let released = futures::FutureExt::shared(released);
+        let mut reconcile = controller.instrument(move |_: Arc<()>, _: Arc<()>| {
+            let released = released.clone();
+            async move {
+                let _ = released.await;
+                Ok::<_, std::convert::Infallible>(Action::await_change())
+            }
+        });
+        let running = tokio::spawn(reconcile(Arc::new(()), Arc::new(())));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let active = |text: &str| {
+            line(text, "controller_runtime_active_workers{").map(|l| l.ends_with(" 1"))
+        };
+        assert_eq!(active(&metrics.encode()), Some(true));
+        release.send(()).unwrap();
+        running.await.unwrap().unwrap();
+        assert_eq!(active(&metrics.encode()), Some(false));
+    }
+
+    #[test]
+    fn leader_status_and_process_metrics() {
+        let metrics = Metrics::new();
+        metrics.set_leader("leader.example.com", true);
+        let text = metrics.encode();
+        assert!(text.contains(r#"leader_election_master_status{name="leader.example.com"} 1"#));
+        for name in [
+            "process_cpu_seconds_total ",
+            "process_resident_memory_bytes ",
+            "process_start_time_seconds ",
+            "process_open_fds ",
+        ] {
+            assert!(line(&text, name).is_some(), "{name} missing in\n{text}");
+        }
+        let rss = line(&text, "process_resident_memory_bytes ").unwrap();
+        let rss: f64 = rss.rsplit(' ').next().unwrap().parse().unwrap();
+        assert!(rss > 1e6, "implausible RSS {rss}");
+    }
+}

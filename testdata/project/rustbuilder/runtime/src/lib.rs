@@ -1,0 +1,47 @@
+//! The controller runtime under rustbuilder operators, usable by any [kube](https://kube.rs) operator.
+//!
+//! An operator's `main` starts a [`Manager`] (logging, the API client, health probes, the metrics
+//! endpoint, signal handling) from the flags in [`manager::ManagerArgs`], adds its controllers and runs
+//! them, under leader election when asked:
+//!
+//! ```no_run
+//! use clap::Parser;
+//! use rustbuilder_runtime::manager::{Manager, ManagerArgs};
+//!
+//! #[derive(Parser)]
+//! struct Args {
+//!     #[command(flatten)]
+//!     manager: ManagerArgs,
+//! }
+//!
+//! # async fn my_controller(_manager: Manager) {}
+//! #[tokio::main]
+//! async fn main() -> Result<(), rustbuilder_runtime::manager::Error> {
+//!     let args = Args::parse();
+//!     let manager = Manager::start("my-operator", "my-operator.example.com", args.manager).await?;
+//!     let controllers = manager.controllers();
+//!     controllers.add(my_controller(manager.clone()));
+//!     controllers.run().await
+//! }
+//! ```
+//!
+//! A controller is built with [`Manager::controller`] ([`controller::Builder`]): it gets per-object
+//! error backoff, reconcile metrics, readiness and graceful shutdown without code of its own. The
+//! reconcile function uses the helpers of [`owned`] (a cache of the objects it creates), [`apply`]
+//! (server-side apply that skips no-op writes), [`conditions`] and [`events`]. [`manifests`] writes
+//! the CRDs and the RBAC role that `make manifests` produces.
+
+#![warn(missing_docs)]
+
+pub mod apply;
+pub mod backoff;
+pub mod conditions;
+pub mod controller;
+pub mod events;
+pub mod manager;
+pub mod manifests;
+pub mod metrics;
+pub mod owned;
+pub mod rollout;
+
+pub use manager::Manager;

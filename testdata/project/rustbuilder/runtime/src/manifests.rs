@@ -1,0 +1,577 @@
+//! The manifests derived from the code, behind `make manifests`: the CRDs, from the Rust types, and the
+//! manager's ClusterRole, from the `// +rustbuilder:rbac:` markers in `src/`.
+//!
+//! An operator's `src/bin/crdgen.rs` is one call:
+//!
+//! ```no_run
+//! use kube::CustomResourceExt;
+//! # #[derive(kube::CustomResource, Clone, Debug, serde::Deserialize, serde::Serialize, schemars::JsonSchema)]
+//! # #[kube(group = "cache.example.com", version = "v1alpha1", kind = "Memcached", namespaced)]
+//! # struct MemcachedSpec { size: i32 }
+//!
+//! fn main() -> std::process::ExitCode {
+//!     rustbuilder_runtime::manifests::main(vec![Memcached::crd()])
+//! }
+//! ```
+//!
+//! A marker grants the manager some verbs on some resources, e.g.
+//! `// +rustbuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch` (`core` or `""` is the
+//! core group). Put one next to the code that makes the calls.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
+/// The marker prefix controllers use to declare the permissions they need.
+pub const RBAC_MARKER: &str = "+rustbuilder:rbac:";
+
+/// Where the CRDs go, relative to the project.
+pub const CRD_DIR: &str = "config/crd/bases";
+
+/// Where the manager's ClusterRole goes, relative to the project.
+pub const ROLE_FILE: &str = "config/rbac/role.yaml";
+
+const USAGE: &str = "\
+Prints the CustomResourceDefinitions of the project as YAML, or writes the manifests derived from the code.
+
+Usage: crdgen [--write | --check] [--dir DIR]
+
+Options:
+  --write      write config/crd/bases/<group>_<plural>.yaml (removing CRDs of kinds that are gone) and
+               config/rbac/role.yaml (from the `// +rustbuilder:rbac:` markers in src/)
+  --check      exit 1 if any of those files is missing or out of date, listing them
+  --dir DIR    the project directory [default: .]
+  -h, --help   print this help";
+
+/// The whole `crdgen` program: parses the command line and prints or writes the manifests of `crds`.
+///
+/// - no arguments: prints every CRD as YAML documents on stdout (for `kubectl apply -f -`);
+/// - `--write`: writes `config/crd/bases/<group>_<plural>.yaml` and `config/rbac/role.yaml` under
+///   `--dir` (default `.`), and removes CRD files of kinds that are gone;
+/// - `--check`: writes nothing, and exits 1 listing the files `--write` would change.
+pub fn main(crds: Vec<CustomResourceDefinition>) -> ExitCode {
+    let mut mode = Mode::Print;
+    let mut dir = PathBuf::from(".");
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--write" => mode = Mode::Write,
+            "--check" => mode = Mode::Check,
+            "--dir" => match args.next() {
+                Some(value) => dir = value.into(),
+                None => return usage_error("--dir needs a value"),
+            },
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            other => match other.strip_prefix("--dir=") {
+                Some(value) => dir = value.into(),
+                None => return usage_error(&format!("unexpected argument `{other}`")),
+            },
+        }
+    }
+    match run(mode, &dir, &crds) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn usage_error(message: &str) -> ExitCode {
+    eprintln!("error: {message}\n\n{USAGE}");
+    ExitCode::from(2)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Print,
+    Write,
+    Check,
+}
+
+fn run(mode: Mode, dir: &Path, crds: &[CustomResourceDefinition]) -> Result<ExitCode, String> {
+    let files = crd_files(crds)?;
+    if mode == Mode::Print {
+        for (_, yaml) in &files {
+            print!("{yaml}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut wanted: Vec<(PathBuf, String)> = files
+        .into_iter()
+        .map(|(name, yaml)| (Path::new(CRD_DIR).join(name), yaml))
+        .collect();
+    wanted.push((ROLE_FILE.into(), render_role(&rbac_rules(dir)?)));
+    let gone = stale_crd_files(dir, &wanted)?;
+
+    let mut stale = Vec::new();
+    for (path, text) in &wanted {
+        let current = std::fs::read_to_string(dir.join(path)).ok();
+        if current.as_deref() != Some(text.as_str()) {
+            stale.push(path.clone());
+        }
+    }
+    if mode == Mode::Check {
+        if stale.is_empty() && gone.is_empty() {
+            return Ok(ExitCode::SUCCESS);
+        }
+        eprintln!("These manifests are out of date; run `make manifests`:");
+        for path in &stale {
+            eprintln!("  {}", path.display());
+        }
+        for path in &gone {
+            eprintln!("  {} (its kind is gone)", path.display());
+        }
+        return Ok(ExitCode::FAILURE);
+    }
+    for (path, text) in &wanted {
+        if !stale.contains(path) {
+            continue;
+        }
+        let full = dir.join(path);
+        if let Some(parent) = full.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+        }
+        std::fs::write(&full, text).map_err(|e| format!("cannot write {}: {e}", full.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    for path in &gone {
+        let full = dir.join(path);
+        std::fs::remove_file(&full)
+            .map_err(|e| format!("cannot remove {}: {e}", full.display()))?;
+        eprintln!("removed {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Each CRD as (`<group>_<plural>.yaml`, `---` + YAML), sorted by file name.
+pub fn crd_files(crds: &[CustomResourceDefinition]) -> Result<Vec<(String, String)>, String> {
+    let mut files = Vec::new();
+    for crd in crds {
+        let name = format!("{}_{}.yaml", crd.spec.group, crd.spec.names.plural);
+        let yaml = serde_yaml::to_string(crd).map_err(|e| format!("CRD {name}: {e}"))?;
+        files.push((name, format!("---\n{yaml}")));
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// CRD files in `dir/config/crd/bases` that `wanted` does not list.
+fn stale_crd_files(dir: &Path, wanted: &[(PathBuf, String)]) -> Result<Vec<PathBuf>, String> {
+    let bases = dir.join(CRD_DIR);
+    let entries = match std::fs::read_dir(&bases) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("cannot read {}: {e}", bases.display())),
+    };
+    let mut gone = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| format!("cannot read {}: {e}", bases.display()))?;
+        let name = entry.file_name();
+        let relative = Path::new(CRD_DIR).join(&name);
+        let is_yaml = Path::new(&name).extension().is_some_and(|e| e == "yaml");
+        if !is_yaml || wanted.iter().any(|(path, _)| *path == relative) {
+            continue;
+        }
+        // Only CRDs: leave other files (e.g. a hand-written kustomization) alone.
+        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        if text.contains("kind: CustomResourceDefinition") {
+            gone.push(relative);
+        }
+    }
+    gone.sort();
+    Ok(gone)
+}
+
+/// One RBAC rule: API groups, resources and verbs, each sorted.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Rule {
+    /// API groups; `""` is the core group.
+    pub api_groups: Vec<String>,
+    /// Resources, e.g. `deployments` or `memcacheds/status`.
+    pub resources: Vec<String>,
+    /// Verbs, e.g. `get`; `*` is every verb.
+    pub verbs: Vec<String>,
+}
+
+/// Collects the markers of every `.rs` file under `dir/src` into merged, sorted rules.
+pub fn rbac_rules(dir: &Path) -> Result<Vec<Rule>, String> {
+    let mut files = Vec::new();
+    rust_files(&dir.join("src"), &mut files)?;
+    files.sort();
+    let mut markers = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+        let relative = file.strip_prefix(dir).unwrap_or(file);
+        for (n, line) in text.lines().enumerate() {
+            if let Some(body) = marker_body(line) {
+                let rule = parse_marker(body)
+                    .map_err(|e| format!("{}:{}: {e}", relative.display(), n + 1))?;
+                markers.push(rule);
+            }
+        }
+    }
+    Ok(merge(markers))
+}
+
+/// The text after the marker prefix, if `line` is a `// +rustbuilder:rbac:` comment.
+fn marker_body(line: &str) -> Option<&str> {
+    let comment = line.trim_start().strip_prefix("//")?.trim_start();
+    comment.strip_prefix(RBAC_MARKER)
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), String> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("cannot read {}: {e}", dir.display())),
+    };
+    for entry in entries {
+        let path = entry
+            .map_err(|e| format!("cannot read {}: {e}", dir.display()))?
+            .path();
+        if path.is_dir() {
+            rust_files(&path, out)?;
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// Parses a marker body: `groups=apps,resources=deployments;deployments/status,verbs=get;list`.
+pub fn parse_marker(body: &str) -> Result<Rule, String> {
+    let example =
+        format!("`// {RBAC_MARKER}groups=apps,resources=deployments,verbs=get;list;watch`");
+    let mut rule = Rule {
+        api_groups: Vec::new(),
+        resources: Vec::new(),
+        verbs: Vec::new(),
+    };
+    for pair in body.trim().split(',') {
+        let (key, value) = pair.split_once('=').ok_or_else(|| {
+            format!("invalid RBAC marker: `{pair}` is not `key=value`\nhelp: write e.g. {example}")
+        })?;
+        let values = value
+            .split(';')
+            .map(|v| v.trim().trim_matches('"').to_string());
+        match key.trim() {
+            "groups" => rule
+                .api_groups
+                .extend(values.map(|g| if g == "core" { String::new() } else { g })),
+            "resources" => rule.resources.extend(values),
+            "verbs" => rule.verbs.extend(values),
+            other => {
+                return Err(format!(
+                    "unknown key `{other}` in RBAC marker\nhelp: the keys are `groups`, `resources` and `verbs`"
+                ));
+            }
+        }
+    }
+    let empty = rule
+        .resources
+        .iter()
+        .chain(&rule.verbs)
+        .any(String::is_empty);
+    if rule.resources.is_empty() || rule.verbs.is_empty() || empty {
+        return Err(format!(
+            "RBAC marker needs `resources=` and `verbs=` with values\nhelp: write e.g. {example}"
+        ));
+    }
+    if rule.api_groups.is_empty() {
+        rule.api_groups.push(String::new());
+    }
+    Ok(rule)
+}
+
+/// Unions the verbs of each (group, resource), then puts the resources of a group with identical verbs
+/// in one rule; sorted, so the output does not depend on the order of the markers.
+pub fn merge(markers: Vec<Rule>) -> Vec<Rule> {
+    let mut verbs: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+    for rule in markers {
+        for group in &rule.api_groups {
+            for resource in &rule.resources {
+                verbs
+                    .entry((group.clone(), resource.clone()))
+                    .or_default()
+                    .extend(rule.verbs.iter().cloned());
+            }
+        }
+    }
+    let mut by_verbs: BTreeMap<(String, Vec<String>), Vec<String>> = BTreeMap::new();
+    for ((group, resource), set) in verbs {
+        let set = if set.contains("*") {
+            vec!["*".to_string()]
+        } else {
+            set.into_iter().collect()
+        };
+        by_verbs.entry((group, set)).or_default().push(resource);
+    }
+    let mut rules: Vec<Rule> = by_verbs
+        .into_iter()
+        .map(|((group, verbs), resources)| Rule {
+            api_groups: vec![group],
+            resources,
+            verbs,
+        })
+        .collect();
+    rules.sort();
+    rules
+}
+
+/// The manager's ClusterRole, `manager-role`, as YAML.
+pub fn render_role(rules: &[Rule]) -> String {
+    let mut out = String::from(
+        "# Generated by `make manifests` from the `// +rustbuilder:rbac:` markers in src/. Do not edit.\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: manager-role\n",
+    );
+    if rules.is_empty() {
+        out.push_str("rules: []\n");
+        return out;
+    }
+    out.push_str("rules:\n");
+    for rule in rules {
+        let mut first = true;
+        for (key, values) in [
+            ("apiGroups", &rule.api_groups),
+            ("resources", &rule.resources),
+            ("verbs", &rule.verbs),
+        ] {
+            let _ = writeln!(out, "{}{key}:", if first { "- " } else { "  " });
+            first = false;
+            for value in values {
+                let quoted = if value.is_empty() || value == "*" {
+                    format!("\"{value}\"")
+                } else {
+                    value.clone()
+                };
+                let _ = writeln!(out, "  - {quoted}");
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> Rule {
+        let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
+        Rule {
+            api_groups: strings(groups),
+            resources: strings(resources),
+            verbs: strings(verbs),
+        }
+    }
+
+    #[test]
+    fn merges_markers_deterministically() {
+        let markers = [
+            "groups=apps,resources=deployments,verbs=get;list;watch",
+            "groups=apps,resources=deployments,verbs=create;patch",
+            "groups=\"\",resources=pods,verbs=get;list;watch",
+            "groups=core,resources=configmaps,verbs=get;list;watch",
+        ];
+        let parsed: Vec<Rule> = markers.iter().map(|m| parse_marker(m).unwrap()).collect();
+        let mut reversed = parsed.clone();
+        reversed.reverse();
+        let rules = merge(parsed);
+        assert_eq!(merge(reversed), rules, "order of markers matters");
+        assert_eq!(
+            rules,
+            vec![
+                rule(&[""], &["configmaps", "pods"], &["get", "list", "watch"]),
+                rule(
+                    &["apps"],
+                    &["deployments"],
+                    &["create", "get", "list", "patch", "watch"]
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn wildcard_verbs_absorb_the_others() {
+        let rules = merge(vec![
+            parse_marker("groups=apps,resources=deployments,verbs=get").unwrap(),
+            parse_marker("groups=apps,resources=deployments,verbs=*").unwrap(),
+        ]);
+        assert_eq!(rules, vec![rule(&["apps"], &["deployments"], &["*"])]);
+    }
+
+    #[test]
+    fn a_marker_without_groups_is_for_the_core_group() {
+        let parsed = parse_marker("resources=secrets,verbs=get").unwrap();
+        assert_eq!(parsed, rule(&[""], &["secrets"], &["get"]));
+    }
+
+    #[test]
+    fn bad_markers_are_errors() {
+        for bad in [
+            "groups=apps,resources=deployments",
+            "groups=apps,resource=deployments,verbs=get",
+            "groups=apps resources=deployments",
+            "groups=apps,resources=,verbs=get",
+            "groups=apps,resources=deployments,verbs=get;",
+        ] {
+            assert!(parse_marker(bad).is_err(), "{bad} accepted");
+        }
+        let error = parse_marker("groups=apps,resource=x,verbs=get").unwrap_err();
+        assert!(error.contains("help: the keys are"), "{error}");
+    }
+
+    #[test]
+    fn markers_are_comments_only() {
+        assert_eq!(
+            marker_body("  // +rustbuilder:rbac:groups=apps"),
+            Some("groups=apps")
+        );
+        assert_eq!(
+            marker_body("//+rustbuilder:rbac:verbs=get"),
+            Some("verbs=get")
+        );
+        assert_eq!(marker_body("let s = \"+rustbuilder:rbac:\";"), None);
+        assert_eq!(marker_body("/// +rustbuilder:rbac:x"), None);
+    }
+
+    /// The exact text the CLI wrote before this module existed, apart from the header line.
+    #[test]
+    fn renders_the_role_byte_for_byte() {
+        let rules = merge(vec![
+            parse_marker("groups=cache.example.com,resources=memcacheds,verbs=list;watch;patch")
+                .unwrap(),
+            parse_marker("groups=cache.example.com,resources=memcacheds/status,verbs=patch")
+                .unwrap(),
+            parse_marker("groups=core,resources=events,verbs=*").unwrap(),
+        ]);
+        let expected = "\
+# Generated by `make manifests` from the `// +rustbuilder:rbac:` markers in src/. Do not edit.
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: manager-role
+rules:
+- apiGroups:
+  - \"\"
+  resources:
+  - events
+  verbs:
+  - \"*\"
+- apiGroups:
+  - cache.example.com
+  resources:
+  - memcacheds
+  verbs:
+  - list
+  - patch
+  - watch
+- apiGroups:
+  - cache.example.com
+  resources:
+  - memcacheds/status
+  verbs:
+  - patch
+";
+        assert_eq!(render_role(&rules), expected);
+        assert!(render_role(&[]).ends_with("  name: manager-role\nrules: []\n"));
+    }
+
+    #[test]
+    fn reads_markers_under_src_with_locations_in_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src/controller");
+        std::fs::create_dir_all(&src).unwrap();
+        std::fs::write(
+            src.join("a.rs"),
+            "// +rustbuilder:rbac:groups=apps,resources=deployments,verbs=get\nfn main() {}\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("src/notes.txt"), "// +rustbuilder:rbac:bad").unwrap();
+        let rules = rbac_rules(dir.path()).unwrap();
+        assert_eq!(rules, vec![rule(&["apps"], &["deployments"], &["get"])]);
+
+        std::fs::write(src.join("b.rs"), "\n  // +rustbuilder:rbac:groups=apps\n").unwrap();
+        let error = rbac_rules(dir.path()).unwrap_err();
+        assert!(error.starts_with("src/controller/b.rs:2: "), "{error}");
+    }
+
+    fn crd(group: &str, plural: &str) -> CustomResourceDefinition {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": { "name": format!("{plural}.{group}") },
+            "spec": {
+                "group": group,
+                "names": { "kind": "Thing", "plural": plural },
+                "scope": "Namespaced",
+                "versions": []
+            }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn crd_files_are_named_group_plural() {
+        let files = crd_files(&[
+            crd("b.example.com", "things"),
+            crd("a.example.com", "items"),
+        ])
+        .unwrap();
+        let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            ["a.example.com_items.yaml", "b.example.com_things.yaml"]
+        );
+        assert!(files[0].1.starts_with(
+            "---\napiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n"
+        ));
+    }
+
+    #[test]
+    fn write_then_check_then_remove_a_gone_kind() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path();
+        std::fs::create_dir_all(path.join("src")).unwrap();
+        std::fs::write(
+            path.join("src/lib.rs"),
+            "// +rustbuilder:rbac:groups=apps,resources=deployments,verbs=get\n",
+        )
+        .unwrap();
+        let two = [
+            crd("a.example.com", "items"),
+            crd("a.example.com", "things"),
+        ];
+        assert_eq!(run(Mode::Check, path, &two).unwrap(), ExitCode::FAILURE);
+        assert_eq!(run(Mode::Write, path, &two).unwrap(), ExitCode::SUCCESS);
+        assert_eq!(run(Mode::Check, path, &two).unwrap(), ExitCode::SUCCESS);
+        let role = std::fs::read_to_string(path.join(ROLE_FILE)).unwrap();
+        assert!(role.contains("  - deployments\n"), "{role}");
+        // Not a CRD: kept even though no kind names it.
+        std::fs::write(
+            path.join(CRD_DIR).join("kustomization.yaml"),
+            "resources: []\n",
+        )
+        .unwrap();
+
+        let one = [crd("a.example.com", "items")];
+        assert_eq!(run(Mode::Check, path, &one).unwrap(), ExitCode::FAILURE);
+        assert_eq!(run(Mode::Write, path, &one).unwrap(), ExitCode::SUCCESS);
+        let mut left: Vec<String> = std::fs::read_dir(path.join(CRD_DIR))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["a.example.com_items.yaml", "kustomization.yaml"]);
+        assert_eq!(run(Mode::Check, path, &one).unwrap(), ExitCode::SUCCESS);
+    }
+}
