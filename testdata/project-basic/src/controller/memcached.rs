@@ -19,6 +19,8 @@ use crate::{Error, Result};
 
 // +rustbuilder:rbac:groups=cache.example.com,resources=memcacheds,verbs=get;list;watch
 // +rustbuilder:rbac:groups=cache.example.com,resources=memcacheds/status,verbs=get;patch
+// The runtime reports a failed reconcile as an event on the object.
+// +rustbuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 /// What every reconcile shares.
 pub struct Context {
