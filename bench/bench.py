@@ -44,8 +44,9 @@ RUSTBUILDER = RB_TARGET / "release/rustbuilder"
 BENCH_CACHE = CACHE / "bench"
 GO_CACHE = BENCH_CACHE / f"kubebuilder-{KUBEBUILDER_VERSION}"  # manager binary + CRD of the Go operator
 RUST_DIR = BENCH_CACHE / "rust-project"  # the generated Rust project (rebuilt by `prepare`)
-# Its manager and local_cluster example, copied out of the shared target dir: other generated projects
-# build a `local_cluster` example of their own into the same place (with their own CRDs compiled in).
+# Its manager and its `envtest` example (the local cluster: `envtest local-cluster KUBECONFIG`), copied
+# out of the shared target dir, where every other generated project builds a manager and an `envtest`
+# example of its own (possibly from another rustbuilder-envtest).
 RUST_BIN = BENCH_CACHE / "rust-bin"
 
 GROUP, VERSION, PLURAL, KIND = "cache.example.com", "v1alpha1", "memcacheds", "Memcached"
@@ -187,13 +188,15 @@ def prepare_rust():
     log("rustbuilder init + create api (deploy-image/v1-alpha) in", RUST_DIR)
     scaffold_rust(RUST_DIR)
     env = {"CARGO_TARGET_DIR": str(PROJECTS_TARGET)}
-    sh([str(RUSTBUILDER), "manifests"], cwd=RUST_DIR, env=env)
-    log("cargo build --release (Rust operator) + the local_cluster example")
+    # The project writes its own manifests (`cargo run --bin crdgen -- --write`): config/crd/bases, which
+    # the local cluster installs, and config/rbac/role.yaml.
+    sh(["make", "manifests"], cwd=RUST_DIR, env=env)
+    log("cargo build --release (Rust operator) + the envtest example (local cluster)")
     sh(["cargo", "build", "--release", "--bins"], cwd=RUST_DIR, env=env)
-    sh(["cargo", "build", "--example", "local_cluster"], cwd=RUST_DIR, env=env)
+    sh(["cargo", "build", "--example", "envtest"], cwd=RUST_DIR, env=env)
     RUST_BIN.mkdir(parents=True, exist_ok=True)
     shutil.copy(rust_manager_built(), RUST_BIN / "manager")
-    shutil.copy(PROJECTS_TARGET / "debug/examples/local_cluster", RUST_BIN / "local_cluster")
+    shutil.copy(PROJECTS_TARGET / "debug/examples/envtest", RUST_BIN / "envtest")
     log("cargo build --release (Rust operator, 1 worker)")
     controller = RUST_DIR / "src/controller/memcached.rs"
     generated = controller.read_text()
@@ -444,16 +447,18 @@ class ClusterMixup(Exception):
 
 
 class Cluster:
-    """The generated project's `local_cluster` example: etcd, kube-apiserver, controller-manager,
-    scheduler, kwok with fake nodes. Stopped with SIGINT."""
+    """The generated project's local cluster (`cargo run --example envtest -- local-cluster KUBECONFIG`):
+    etcd, kube-apiserver, controller-manager, scheduler, kwok with fake nodes. Run from the project
+    directory, it installs the project's CRDs (config/crd/bases) before it writes the kubeconfig.
+    Stopped with SIGINT."""
 
     def __init__(self, tmp: Path, extra_pods: int, profile: str):
         self.kubeconfig = tmp / "kubeconfig"
-        example = RUST_BIN / "local_cluster"
+        example = RUST_BIN / "envtest"
         env = dict(os.environ, KUBEBUILDER_ASSETS=assets(), **CLUSTER_PROFILES[profile])
         self.log = open(tmp / "cluster.log", "w")
-        self.proc = subprocess.Popen([str(example), str(self.kubeconfig)], cwd=RUST_DIR, env=env,
-                                     stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen([str(example), "local-cluster", str(self.kubeconfig)], cwd=RUST_DIR,
+                                     env=env, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 180
         while not self.kubeconfig.exists():
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -481,7 +486,7 @@ class Cluster:
             time.sleep(0.2)
 
     def add_nodes(self, pods):
-        """The example has 3 fake nodes of 110 pods: add kwok nodes so `pods` fit."""
+        """The local cluster has 3 fake nodes of 110 pods: add kwok nodes so `pods` fit."""
         n = max(0, -(-(pods - 300) // 1000))
         for i in range(n):
             res = {"cpu": "1000", "memory": "4Ti", "pods": "1000"}
@@ -826,9 +831,9 @@ def requests_of(phase, operator):
 
 
 def operator_writes(phase, operator):
-    """Writes the operator (or the plain client) makes on its own objects: the CRs (finalizer), their
-    status and the Deployments. Events are counted apart (`event_writes`): the controller-manager and the
-    scheduler write events too."""
+    """Writes the operator (or the plain client) makes on its own objects: the CRs (Go's finalizer),
+    their status and the Deployments. Events are counted apart (`event_writes`): the controller-manager
+    and the scheduler write events too."""
     req = requests_of(phase, operator)
     tot = 0
     for k, v in req.items():
@@ -851,7 +856,7 @@ def summarize(req):
 
 
 def cmd_run():
-    if not all(p.exists() for p in (RUSTBUILDER, GO_CACHE / "manager", RUST_BIN / "local_cluster",
+    if not all(p.exists() for p in (RUSTBUILDER, GO_CACHE / "manager", RUST_BIN / "envtest",
                                     rust_manager("rust-1"))):
         die("run `python3 bench/bench.py prepare` (or `make bench`) first")
     assets()
