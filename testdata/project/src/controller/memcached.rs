@@ -4,12 +4,12 @@
 //! The `Memcached` controller: runs memcached as a Deployment for each `Memcached`.
 //!
 //! [`reconcile`] reads top to bottom: find the Deployment, build the one that should exist, apply
-//! the difference, report the outcome in the status. Edit [`build_deployment`] to change what runs
-//! and [`desired_status`] to change what is reported; `make manifests` turns the RBAC markers,
-//! which list every API call the code makes, into `config/rbac/role.yaml`.
+//! the difference, report the outcome in the status. Edit [`build_deployment`] (what runs) and
+//! [`desired_status`] (what is reported); keep the RBAC markers in line with the API calls.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -36,7 +36,6 @@ use crate::{Error, Result};
 
 /// Environment variable naming the image to run (set in `config/manager/manager.yaml`).
 pub const IMAGE_ENV: &str = "MEMCACHED_IMAGE";
-
 /// Image used when [`IMAGE_ENV`] is not set.
 pub const DEFAULT_IMAGE: &str = "memcached:1.6.26-alpine3.19";
 
@@ -109,7 +108,8 @@ pub async fn reconcile(object: Arc<Memcached>, ctx: Arc<Context>) -> Result<Acti
         let degraded = conditions::new(DEGRADED, true, "DeploymentNotOwned", &message, generation);
         conditions::set(&mut status.conditions, degraded);
         apply::status(&objects, object, &status, MANAGER_NAME).await?;
-        return Ok(Action::await_change());
+        // That Deployment is outside our watch (no label of ours): look again in a minute.
+        return Ok(Action::requeue(Duration::from_secs(60)));
     }
 
     // The Deployment as it should be. Applying skips the write when nothing differs, so a
@@ -129,8 +129,7 @@ pub async fn reconcile(object: Arc<Memcached>, ctx: Arc<Context>) -> Result<Acti
             ),
         };
         ctx.events.normal(object, reason, "Apply", &note).await;
-        // The Deployment controller acts next; its status update is a watch event that brings us
-        // back here to report what it did.
+        // The Deployment controller acts next; its status update brings us back here to report it.
         return Ok(Action::await_change());
     };
 
@@ -177,12 +176,13 @@ pub fn image_version(image: &str) -> Option<String> {
 pub fn build_deployment(object: &Memcached, image: &str) -> Result<Deployment> {
     let name = object.name_any();
     // The owner reference (controller: true) makes the garbage collector delete the Deployment
-    // with its Memcached, and routes Deployment changes to our reconciler.
-    let owner = object.controller_owner_ref(&()).ok_or_else(|| {
+    // with its Memcached (first, in a foreground deletion), and routes its changes to us.
+    let mut owner = object.controller_owner_ref(&()).ok_or_else(|| {
         Error::InvalidObject(format!(
             "Memcached {name} has no uid (not read from the API?)"
         ))
     })?;
+    owner.block_owner_deletion = Some(true);
     let labels = labels(&name, image);
     let deployment = json!({
         "apiVersion": "apps/v1",
@@ -367,7 +367,10 @@ mod tests {
             (owner.kind.as_str(), owner.uid.as_str()),
             ("Memcached", "1234")
         );
-        assert_eq!(owner.controller, Some(true));
+        assert_eq!(
+            (owner.controller, owner.block_owner_deletion),
+            (Some(true), Some(true))
+        );
 
         let spec = deployment.spec.unwrap();
         assert_eq!(spec.replicas, Some(3));
