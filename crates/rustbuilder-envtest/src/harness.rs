@@ -31,6 +31,17 @@ const OWNER_FILE: &str = "owner.pid";
 const KWOK_ANNOTATION: (&str, &str) = ("kwok.x-k8s.io/node", "fake");
 /// The field manager of the CRDs the env installs.
 const FIELD_MANAGER: &str = "envtest";
+/// How often a component is started on new ports when one it was given is taken.
+const PORT_ATTEMPTS: usize = 5;
+/// How long [`TestEnv::stop`] waits after SIGTERM before it sends SIGKILL.
+pub const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// Whether a component came up on its ports.
+enum Listening {
+    Yes,
+    /// It exited saying a port is taken.
+    PortTaken,
+}
 
 /// A running control plane: etcd and kube-apiserver, plus kube-controller-manager, kube-scheduler and
 /// kwok fake nodes in cluster mode. Dropping it kills every process and removes its directory.
@@ -78,11 +89,75 @@ pub struct TestEnvBuilder {
     cluster: bool,
 }
 
-/// A child process whose stdout and stderr go to `log`.
+/// A child process whose stdout and stderr go to `log`, with what it takes to start it again.
 struct Proc {
     name: &'static str,
+    bin: PathBuf,
+    /// Every argument, the `ENVTEST_<NAME>_FLAGS` ones included.
+    args: Vec<String>,
+    /// The loopback ports it listens on (none for components that serve nothing).
+    ports: Vec<u16>,
     child: Child,
+    /// False once [`TestEnv::stop`] or [`TestEnv::kill`] ended it (and reaped it).
+    running: bool,
     log: PathBuf,
+}
+
+/// A process of a [`TestEnv`], to stop and start it again while the others run (fault drills).
+///
+/// The names are the binaries' names ([`Component::name`], and `str::parse` reads them back).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Component {
+    /// etcd, the storage. Its data directory survives a restart.
+    Etcd,
+    /// kube-apiserver. It comes back on the same port, with the same certificates.
+    KubeApiserver,
+    /// kube-controller-manager (cluster mode).
+    KubeControllerManager,
+    /// kube-scheduler (cluster mode).
+    KubeScheduler,
+    /// kwok, which runs the fake nodes and their pods (cluster mode).
+    Kwok,
+}
+
+impl Component {
+    /// Every component, in start order.
+    pub const ALL: [Component; 5] = [
+        Component::Etcd,
+        Component::KubeApiserver,
+        Component::KubeControllerManager,
+        Component::KubeScheduler,
+        Component::Kwok,
+    ];
+
+    /// The binary's name, e.g. `kube-apiserver`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Component::Etcd => "etcd",
+            Component::KubeApiserver => "kube-apiserver",
+            Component::KubeControllerManager => "kube-controller-manager",
+            Component::KubeScheduler => "kube-scheduler",
+            Component::Kwok => "kwok",
+        }
+    }
+}
+
+impl std::fmt::Display for Component {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Component {
+    type Err = String;
+
+    /// Reads a binary's name, e.g. `"kube-apiserver"`.
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        Component::ALL
+            .into_iter()
+            .find(|c| c.name() == name)
+            .ok_or_else(|| format!("no envtest component is called {name:?}"))
+    }
 }
 
 /// The binaries that cluster mode adds, and kwok's Stage files.
@@ -170,9 +245,93 @@ impl TestEnv {
         cmd
     }
 
-    /// The name and pid of every process of this env, in start order, e.g. to measure memory use.
+    /// The name and pid of every running process of this env, in start order, e.g. to measure memory
+    /// use. A component that [`stop`](Self::stop) ended is left out until it starts again.
     pub fn pids(&self) -> Vec<(&'static str, u32)> {
-        self.procs.iter().map(|p| (p.name, p.child.id())).collect()
+        let running = self.procs.iter().filter(|p| p.running);
+        running.map(|p| (p.name, p.child.id())).collect()
+    }
+
+    /// Stops `component` gracefully (SIGTERM, then SIGKILL after [`STOP_GRACE`]) and waits until it is
+    /// gone; the other components keep running. Its ports and data stay as they are, for
+    /// [`start_component`](Self::start_component). Panics if this env has no such component (the
+    /// cluster components exist in cluster mode only) or it is already stopped.
+    pub async fn stop(&mut self, component: Component) {
+        self.end(component, true).await;
+    }
+
+    /// Like [`stop`](Self::stop), but with SIGKILL at once: the component gets no chance to clean up.
+    pub async fn kill(&mut self, component: Component) {
+        self.end(component, false).await;
+    }
+
+    /// Starts a stopped `component` again with the same flags, ports and data (etcd keeps every
+    /// object), and returns once it serves: etcd and kube-apiserver listen on their ports (and
+    /// kube-apiserver answers `/readyz`); the others are started. Clients made before keep working.
+    /// Panics if the component is running, or does not come back within a minute (e.g. its port was
+    /// taken meanwhile).
+    pub async fn start_component(&mut self, component: Component) {
+        let i = self.index(component);
+        assert!(
+            !self.procs[i].running,
+            "envtest: {component} is running; stop it first"
+        );
+        let (bin, args, ports) = {
+            let p = &self.procs[i];
+            (p.bin.clone(), p.args.clone(), p.ports.clone())
+        };
+        let (child, log) = self.launch_process(component.name(), &bin, &args);
+        let p = &mut self.procs[i];
+        (p.child, p.log, p.running) = (child, log, true);
+        if !ports.is_empty() {
+            match self.wait_listening(i).await {
+                Listening::Yes => {}
+                Listening::PortTaken => panic!(
+                    "envtest: {component} cannot listen on {ports:?} again: taken while it was stopped; {}",
+                    self.procs[i].tail()
+                ),
+            }
+        }
+        let apiserver_up = self
+            .procs
+            .iter()
+            .any(|p| p.name == Component::KubeApiserver.name() && p.running);
+        if apiserver_up {
+            let client = self.client();
+            let what = format!("/readyz after starting {component} again");
+            self.wait_until(&what, async || readyz(&client).await).await;
+        }
+    }
+
+    /// [`stop`](Self::stop), then [`start_component`](Self::start_component).
+    pub async fn restart(&mut self, component: Component) {
+        self.stop(component).await;
+        self.start_component(component).await;
+    }
+
+    fn index(&self, component: Component) -> usize {
+        let found = self.procs.iter().position(|p| p.name == component.name());
+        found.unwrap_or_else(|| panic!("envtest: this env has no {component} (cluster mode?)"))
+    }
+
+    async fn end(&mut self, component: Component, graceful: bool) {
+        let i = self.index(component);
+        let p = &mut self.procs[i];
+        assert!(p.running, "envtest: {component} is already stopped");
+        #[cfg(target_os = "linux")]
+        if graceful {
+            // SAFETY: kill(2) on our own child, which has not been reaped (it is running).
+            unsafe { libc::kill(p.child.id() as libc::pid_t, libc::SIGTERM) };
+            let deadline = Instant::now() + STOP_GRACE;
+            while Instant::now() < deadline && matches!(p.child.try_wait(), Ok(None)) {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = graceful;
+        let _ = p.child.kill();
+        let _ = p.child.wait();
+        p.running = false;
     }
 
     /// Creates the namespace unless it exists. In cluster mode, also waits for its `default`
@@ -255,16 +414,15 @@ impl TestEnv {
         let d = dir.path().to_owned();
         fs::write(d.join(OWNER_FILE), process::id().to_string()).expect("envtest: owner file");
         pki::write(&d);
-        let [etcd_port, peer_port, api_port] = free_ports();
-        let server = format!("https://127.0.0.1:{api_port}");
         let kubeconfig = d.join("admin.kubeconfig");
         let (cert, key) = (d.join("admin.crt"), d.join("admin.key"));
         let admin = json!({ "client-certificate": cert, "client-key": key });
-        write_kubeconfig(&kubeconfig, &server, &d, admin);
+        // The server's port is known once kube-apiserver listens; until then nothing connects.
+        write_kubeconfig(&kubeconfig, "https://127.0.0.1:0", &d, admin.clone());
         let mut env = TestEnv {
             procs: Vec::new(),
             client: client_for(&kubeconfig).await, // connects lazily
-            server,
+            server: String::new(),
             kubeconfig,
             kubectl,
             cluster,
@@ -272,43 +430,56 @@ impl TestEnv {
         };
         // From here on, a panic drops `env`, which stops whatever already runs.
 
+        let etcd_args = |[client_port, peer_port]: [u16; 2]| {
+            let etcd_url = format!("http://127.0.0.1:{client_port}");
+            let peer_url = format!("http://127.0.0.1:{peer_port}");
+            vec![
+                // One directory per attempt: etcd records its peer URL there.
+                flag("data-dir", &d.join(format!("etcd-{client_port}"))),
+                format!("--listen-client-urls={etcd_url}"),
+                format!("--advertise-client-urls={etcd_url}"),
+                format!("--listen-peer-urls={peer_url}"),
+                format!("--initial-advertise-peer-urls={peer_url}"),
+                format!("--initial-cluster=default={peer_url}"),
+                "--unsafe-no-fsync=true".into(), // throw-away data: skip the slow fsyncs
+                "--log-level=warn".into(),
+            ]
+        };
+        let [etcd_port, _] = env
+            .spawn_listening("etcd", &etcd, free_ports, etcd_args)
+            .await;
         let etcd_url = format!("http://127.0.0.1:{etcd_port}");
-        let peer_url = format!("http://127.0.0.1:{peer_port}");
-        let etcd_args = vec![
-            flag("data-dir", &d.join("etcd")),
-            format!("--listen-client-urls={etcd_url}"),
-            format!("--advertise-client-urls={etcd_url}"),
-            format!("--listen-peer-urls={peer_url}"),
-            format!("--initial-advertise-peer-urls={peer_url}"),
-            format!("--initial-cluster=default={peer_url}"),
-            "--unsafe-no-fsync=true".into(), // throw-away data: skip the slow fsyncs
-            "--log-level=warn".into(),
-        ];
-        env.spawn("etcd", &etcd, etcd_args);
         // Without a controller-manager nothing creates `default` ServiceAccounts, and the
         // ServiceAccount admission plugin would reject every Pod.
         let disabled_admission = if cluster { "" } else { "ServiceAccount" };
-        let apiserver_args = vec![
-            format!("--etcd-servers={etcd_url}"),
-            format!("--secure-port={api_port}"),
-            "--bind-address=127.0.0.1".into(),
-            // Needed on hosts without a default route ("no suitable network address").
-            "--advertise-address=127.0.0.1".into(),
-            // Endpoints may not point at loopback: don't let the apiserver publish its own.
-            "--endpoint-reconciler-type=none".into(),
-            flag("cert-dir", &d.join("apiserver")),
-            flag("tls-cert-file", &d.join("serving.crt")),
-            flag("tls-private-key-file", &d.join("serving.key")),
-            flag("client-ca-file", &d.join("ca.crt")),
-            "--authorization-mode=RBAC".into(),
-            "--service-cluster-ip-range=10.0.0.0/24".into(),
-            "--allow-privileged=true".into(),
-            "--service-account-issuer=https://kubernetes.default.svc".into(),
-            flag("service-account-key-file", &d.join("sa.pub")),
-            flag("service-account-signing-key-file", &d.join("sa.key")),
-            format!("--disable-admission-plugins={disabled_admission}"),
-        ];
-        env.spawn("kube-apiserver", &apiserver, apiserver_args);
+        let apiserver_args = |[api_port]: [u16; 1]| {
+            vec![
+                format!("--etcd-servers={etcd_url}"),
+                format!("--secure-port={api_port}"),
+                "--bind-address=127.0.0.1".into(),
+                // Needed on hosts without a default route ("no suitable network address").
+                "--advertise-address=127.0.0.1".into(),
+                // Endpoints may not point at loopback: don't let the apiserver publish its own.
+                "--endpoint-reconciler-type=none".into(),
+                flag("cert-dir", &d.join("apiserver")),
+                flag("tls-cert-file", &d.join("serving.crt")),
+                flag("tls-private-key-file", &d.join("serving.key")),
+                flag("client-ca-file", &d.join("ca.crt")),
+                "--authorization-mode=RBAC".into(),
+                "--service-cluster-ip-range=10.0.0.0/24".into(),
+                "--allow-privileged=true".into(),
+                "--service-account-issuer=https://kubernetes.default.svc".into(),
+                flag("service-account-key-file", &d.join("sa.pub")),
+                flag("service-account-signing-key-file", &d.join("sa.key")),
+                format!("--disable-admission-plugins={disabled_admission}"),
+            ]
+        };
+        let [api_port] = env
+            .spawn_listening("kube-apiserver", &apiserver, free_ports, apiserver_args)
+            .await;
+        env.server = format!("https://127.0.0.1:{api_port}");
+        write_kubeconfig(&env.kubeconfig, &env.server, &d, admin);
+        env.client = client_for(&env.kubeconfig).await;
 
         let client = env.client();
         env.wait_until("/readyz", async || readyz(&client).await)
@@ -376,11 +547,101 @@ impl TestEnv {
     /// Starts `bin` with its output in `<dir>/<name>.log`, adding the flags of
     /// [`extra_flags`] after `args` (the last value of a flag wins).
     fn spawn(&mut self, name: &'static str, bin: &Path, args: Vec<String>) {
+        self.spawn_on(name, bin, args, Vec::new());
+    }
+
+    /// [`spawn`](Self::spawn) for a component listening on `ports` (which `args` name).
+    fn spawn_on(&mut self, name: &'static str, bin: &Path, args: Vec<String>, ports: Vec<u16>) {
+        let mut args = args;
+        args.extend(extra_flags(name));
+        let (child, log) = self.launch_process(name, bin, &args);
+        let bin = bin.to_owned();
+        let running = true;
+        let proc = Proc {
+            name,
+            bin,
+            args,
+            ports,
+            child,
+            running,
+            log,
+        };
+        self.procs.push(proc);
+    }
+
+    /// Starts a component that listens on the loopback ports `args(ports)` names, with ports from
+    /// `pick`, and waits until it holds them all. When one is taken (another env, or any program, got
+    /// it between `pick` and the bind), starts it again on new ports, up to [`PORT_ATTEMPTS`] times.
+    /// Returns the ports it listens on.
+    ///
+    /// This is what keeps envs apart: a component counts as up only when the kernel says that its own
+    /// process listens on the port, so a client never talks to another env's etcd or kube-apiserver.
+    async fn spawn_listening<const N: usize>(
+        &mut self,
+        name: &'static str,
+        bin: &Path,
+        mut pick: impl FnMut() -> [u16; N],
+        args: impl Fn([u16; N]) -> Vec<String>,
+    ) -> [u16; N] {
+        for attempt in 1..=PORT_ATTEMPTS {
+            let ports = pick();
+            self.spawn_on(name, bin, args(ports), ports.to_vec());
+            let i = self.procs.len() - 1;
+            match self.wait_listening(i).await {
+                Listening::Yes => return ports,
+                Listening::PortTaken if attempt < PORT_ATTEMPTS => {
+                    let mut p = self.procs.remove(i);
+                    let _ = p.child.wait();
+                    let taken = p.log.with_extension(format!("port-taken-{attempt}.log"));
+                    let _ = fs::rename(&p.log, taken); // kept to explain a failure
+                }
+                Listening::PortTaken => {}
+            }
+        }
+        let tail = self.procs.last().map(Proc::tail).unwrap_or_default();
+        panic!("envtest: {name} found its ports taken {PORT_ATTEMPTS} times; {tail}");
+    }
+
+    /// Waits until process `i` listens on all its ports, or exits because one is taken. Panics when it
+    /// exits otherwise or the budget runs out.
+    async fn wait_listening(&mut self, i: usize) -> Listening {
+        let deadline = Instant::now() + BUDGET;
+        loop {
+            let p = &mut self.procs[i];
+            if listens_on(p.child.id(), &p.ports) {
+                return Listening::Yes;
+            }
+            if let Ok(Some(status)) = p.child.try_wait() {
+                p.running = false;
+                let log = fs::read_to_string(&p.log).unwrap_or_default();
+                if log.contains("address already in use") {
+                    return Listening::PortTaken;
+                }
+                panic!(
+                    "envtest: {} exited ({status}) before listening on {:?}; {}",
+                    p.name,
+                    p.ports,
+                    p.tail()
+                );
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "envtest: {} did not listen on {:?} within {BUDGET:?}; {}",
+                    p.name,
+                    p.ports,
+                    p.tail()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    /// Runs `bin` with `args`, its output in `<dir>/<name>.log`, dying with this thread (Linux).
+    fn launch_process(&self, name: &str, bin: &Path, args: &[String]) -> (Child, PathBuf) {
         let log = self.dir.path().join(format!("{name}.log"));
         let out = File::create(&log).expect("envtest: cannot create a log file");
         let mut cmd = Command::new(bin);
         cmd.args(args)
-            .args(extra_flags(name))
             .stdin(Stdio::null())
             .stdout(out.try_clone().expect("envtest: log file"))
             .stderr(out);
@@ -404,7 +665,7 @@ impl TestEnv {
         let child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("envtest: cannot run {}: {e}", bin.display()));
-        self.procs.push(Proc { name, child, log });
+        (child, log)
     }
 
     /// Polls `ready` until it returns true. Panics with a log tail when a process exits or
@@ -415,7 +676,7 @@ impl TestEnv {
             .await
             .unwrap_or(false)
         {
-            for p in &mut self.procs {
+            for p in self.procs.iter_mut().filter(|p| p.running) {
                 if let Ok(Some(status)) = p.child.try_wait() {
                     let tail = p.tail();
                     panic!(
@@ -460,11 +721,11 @@ impl TestEnv {
 impl Drop for TestEnv {
     fn drop(&mut self) {
         // SIGKILL: the state is throw-away, so a graceful shutdown would only cost time.
-        for p in self.procs.iter_mut().rev() {
+        for p in self.procs.iter_mut().rev().filter(|p| p.running) {
             let _ = p.child.kill();
         }
         // Reap them (no zombies) before `dir` is removed.
-        for p in &mut self.procs {
+        for p in self.procs.iter_mut().filter(|p| p.running) {
             let _ = p.child.wait();
         }
     }
@@ -629,13 +890,64 @@ fn crds_in(dir: &Path) -> Vec<CustomResourceDefinition> {
     crds
 }
 
-/// Free loopback ports: bind port 0 and let the OS choose. All listeners are held until
-/// every port is chosen, so the ports differ; the race with other binders is tiny.
+/// Free loopback ports: bind port 0 and let the OS choose. All listeners are held until every port is
+/// chosen, so the ports differ. Another program may bind one before the component does:
+/// [`TestEnv::spawn_listening`] notices and picks again.
 fn free_ports<const N: usize>() -> [u16; N] {
     let listeners: [TcpListener; N] = std::array::from_fn(|_| {
         TcpListener::bind("127.0.0.1:0").expect("envtest: cannot bind a port")
     });
     listeners.map(|l| l.local_addr().expect("bound socket has an address").port())
+}
+
+/// Whether process `pid` has a listening TCP socket on 127.0.0.1 (or any address) at each of `ports`,
+/// from `/proc/net/tcp{,6}` and the process's file descriptors. Elsewhere than Linux: whether it runs.
+fn listens_on(pid: u32, ports: &[u16]) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        // The inodes of the listening sockets on each port (state 0A = LISTEN).
+        let mut inodes: Vec<Vec<String>> = vec![Vec::new(); ports.len()];
+        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            let text = fs::read_to_string(table).unwrap_or_default();
+            for line in text.lines().skip(1) {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                let (Some(local), Some(state), Some(inode)) =
+                    (fields.get(1), fields.get(3), fields.get(9))
+                else {
+                    continue;
+                };
+                let port = local
+                    .rsplit(':')
+                    .next()
+                    .and_then(|p| u16::from_str_radix(p, 16).ok());
+                if *state != "0A" {
+                    continue;
+                }
+                if let Some(i) = ports.iter().position(|p| Some(*p) == port) {
+                    inodes[i].push(format!("socket:[{inode}]"));
+                }
+            }
+        }
+        if inodes.iter().any(Vec::is_empty) {
+            return false;
+        }
+        let fds = fs::read_dir(format!("/proc/{pid}/fd"))
+            .into_iter()
+            .flatten()
+            .flatten();
+        let sockets: Vec<String> = fds
+            .filter_map(|fd| fs::read_link(fd.path()).ok())
+            .map(|target| target.to_string_lossy().into_owned())
+            .collect();
+        inodes
+            .iter()
+            .all(|of_port| of_port.iter().any(|inode| sockets.contains(inode)))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (pid, ports);
+        true
+    }
 }
 
 /// Writes a kubeconfig (JSON is valid YAML) for `server`, trusting `<pki>/ca.crt`.
@@ -730,4 +1042,67 @@ fn ok_if_exists<T>(result: kube::Result<T>) {
 
 fn flag(name: &str, path: &Path) -> String {
     format!("--{name}={}", path.display())
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    /// A component given a port that another program holds (what the bind-then-close race causes)
+    /// exits; the harness notices and starts it again on new ports.
+    #[tokio::test]
+    async fn a_component_whose_port_is_taken_starts_again_on_new_ports() {
+        let mut env = TestEnv::start().await;
+        let etcd = env.procs[0].bin.clone();
+        let squatter = TcpListener::bind("127.0.0.1:0").unwrap();
+        let taken = squatter.local_addr().unwrap().port();
+        let mut picks = 0;
+        let pick = || {
+            picks += 1;
+            match picks {
+                1 => [taken, free_ports::<1>()[0]],
+                _ => free_ports(),
+            }
+        };
+        let d = env.dir.path().to_owned();
+        let args = |[client, peer]: [u16; 2]| {
+            vec![
+                flag("data-dir", &d.join(format!("second-etcd-{client}"))),
+                format!("--listen-client-urls=http://127.0.0.1:{client}"),
+                format!("--advertise-client-urls=http://127.0.0.1:{client}"),
+                format!("--listen-peer-urls=http://127.0.0.1:{peer}"),
+                format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer}"),
+                format!("--initial-cluster=default=http://127.0.0.1:{peer}"),
+            ]
+        };
+        let [client, _] = env.spawn_listening("second-etcd", &etcd, pick, args).await;
+        assert_ne!(client, taken);
+        assert_eq!(picks, 2);
+        let second = env.procs.last().unwrap();
+        assert!(listens_on(second.child.id(), &second.ports));
+        let first_try = d.join("second-etcd.port-taken-1.log");
+        let log = fs::read_to_string(&first_try).unwrap();
+        assert!(log.contains("address already in use"), "{log}");
+        // The squatter's port is still its own, and no process of the env listens there.
+        assert!(
+            env.procs
+                .iter()
+                .all(|p| !listens_on(p.child.id(), &[taken]))
+        );
+        drop(squatter);
+    }
+
+    #[test]
+    fn listening_sockets_are_found_by_process() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        assert!(listens_on(process::id(), &[port]));
+        drop(listener);
+        assert!(!listens_on(process::id(), &[port]));
+        // Another process (our parent, cargo) does not hold our socket.
+        let other = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = other.local_addr().unwrap().port();
+        let parent = std::os::unix::process::parent_id();
+        assert!(!listens_on(parent, &[port]));
+    }
 }

@@ -35,4 +35,4 @@ mod harness;
 #[cfg(feature = "harness")]
 pub use cli::{local_cluster, main, run};
 #[cfg(feature = "harness")]
-pub use harness::{TestEnv, TestEnvBuilder};
+pub use harness::{Component, STOP_GRACE, TestEnv, TestEnvBuilder};
