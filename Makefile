@@ -43,7 +43,7 @@ lint: ## Check formatting, clippy and rustdoc for the CLI and the runtime crates
 	K8S_OPENAPI_ENABLED_VERSION=1.36 RUSTDOCFLAGS="-D warnings" cargo doc --locked --workspace --no-deps
 
 .PHONY: test
-test: build lint test-cli test-runtime verify-testdata test-testdata test-docs ## Run every test: CLI, runtime crates, golden projects, their own tests on a real control plane.
+test: build lint test-cli test-runtime verify-testdata test-testdata test-docs test-drills ## Run every test: CLI, runtime crates, golden projects, their own tests on a real control plane, fault drills.
 
 .PHONY: test-cli
 test-cli: ## Unit and integration tests of the CLI.
@@ -85,6 +85,17 @@ test-testdata: build envtest ## Lint and test each sample project (envtest: a re
 	  env -u KUBEBUILDER_ASSETS PATH="$(NO_RUSTBUILDER_PATH)" \
 	    $(MAKE) -C $$project lint test test-e2e CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR); \
 	done
+
+# The golden operator as a process the drills can kill; hack/drills builds with the projects' target dir.
+DRILLS := hack/drills/Cargo.toml
+
+.PHONY: test-drills
+test-drills: testdata envtest ## Fault drills (docs/reliability.md): the golden operator on a simulated cluster whose parts fail.
+	cargo fmt --manifest-path $(DRILLS) --check
+	CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) cargo build --locked --manifest-path testdata/project/Cargo.toml --bin project
+	CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) cargo clippy --locked --manifest-path $(DRILLS) --all-targets -- -D warnings
+	DRILLS_OPERATOR=$(PROJECTS_TARGET_DIR)/debug/project KUBEBUILDER_ASSETS="$(ASSETS)" CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) \
+	  cargo test --locked --manifest-path $(DRILLS) -- --nocapture
 
 DOCS := docs/getting-started.md docs/zh/getting-started.md
 
