@@ -696,8 +696,24 @@ fn controller_name_adds_another_controller_for_a_kind() {
         dir,
         &clash,
         &[
-            "would be the module `other`",
+            "the controller module `other`",
             "help: choose another `--controller-name`",
+        ],
+    );
+    // And the other way round: a kind whose controller would take the named one's module.
+    refused(
+        dir,
+        &[
+            "create",
+            "api",
+            "--group",
+            "cache",
+            "--kind",
+            "MemcachedBackup",
+        ],
+        &[
+            "the controller module `memcached_backup` (and its test `tests/memcached_backup_controller.rs`)",
+            "help: choose another kind",
         ],
     );
     refused(

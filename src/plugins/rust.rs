@@ -277,8 +277,8 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
         );
     }
     let controller_module = named.map_or_else(|| options.kind.snake(), ControllerName::snake);
-    if let Some(name) = named {
-        check_controller_module(&project, options, name, &controller_module)?;
+    if options.controller {
+        check_controller_module(&project, options, named, &controller_module)?;
     }
 
     let default_plural = options.kind.default_plural();
@@ -412,30 +412,42 @@ fn check_kind_in_one_group(project: &Project, group: &Group, kind: &Kind) -> Res
     Ok(())
 }
 
-/// The module of a named controller must not be that of another controller or kind of its directory.
+/// A controller's module and test file (`tests/<module>_controller.rs`) must not be those of another
+/// controller or kind of the project.
 fn check_controller_module(
     project: &Project,
     options: &ApiOptions,
-    name: &ControllerName,
+    named: Option<&ControllerName>,
     module: &str,
 ) -> Result<()> {
-    let same_dir = |r: &&Resource| !project.multigroup || r.group == options.group.as_str();
-    for resource in project.resources.iter().filter(same_dir) {
+    for resource in &project.resources {
         let kind: Kind = resource.kind.parse()?;
         let is_self = resource.group == options.group.as_str()
             && resource.version == options.version.as_str()
             && resource.kind == options.kind.as_str();
-        let clash = kind.snake() == module
-            || (!is_self
-                && resource
-                    .named_controllers()
-                    .iter()
-                    .any(|n| n.replace('-', "_") == module));
+        let named_clash = || {
+            resource
+                .named_controllers()
+                .iter()
+                .any(|n| n.replace('-', "_") == module)
+        };
+        let clash = match named {
+            // A named controller: not a kind's module, nor another named controller's.
+            Some(_) => kind.snake() == module || (!is_self && named_clash()),
+            // The kind's own controller: not a named controller's module.
+            None => named_clash(),
+        };
         if clash {
+            let help = match named {
+                Some(name) => format!(
+                    "choose another `--controller-name`, e.g. `{}-{name}`",
+                    options.kind.as_str().to_lowercase()
+                ),
+                None => "choose another kind".to_string(),
+            };
             bail!(
-                "controller name `{name}` would be the module `{module}`, which the controllers of kind `{}` already use\nhelp: choose another `--controller-name`, e.g. `{}-{name}`",
-                resource.kind,
-                options.kind.as_str().to_lowercase()
+                "the controller module `{module}` (and its test `tests/{module}_controller.rs`) would be that of the controllers of kind `{}`\nhelp: {help}",
+                resource.kind
             );
         }
     }
