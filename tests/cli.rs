@@ -470,6 +470,41 @@ fn a_multigroup_project_holds_each_group_in_its_own_modules() {
         ],
     );
     assert_eq!(sources(&output), sources(dir));
+    ok(
+        dir,
+        &[
+            "create",
+            "api",
+            "--group",
+            "sea-creatures",
+            "--kind",
+            "Kraken",
+        ],
+    );
+    assert!(
+        dir.join("src/api/sea_creatures/v1alpha1/kraken.rs")
+            .is_file()
+    );
+    refused(
+        dir,
+        &[
+            "create",
+            "api",
+            "--group",
+            "sea.creatures",
+            "--kind",
+            "Leviathan",
+        ],
+        &["groups `sea-creatures` and `sea.creatures` would share the Rust module `sea_creatures`"],
+    );
+    refused(
+        dir,
+        &["create", "api", "--group", "type", "--kind", "Dock"],
+        &[
+            "group `type` cannot be a Rust module",
+            "help: choose a group that starts with a letter",
+        ],
+    );
 }
 
 #[test]

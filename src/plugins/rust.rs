@@ -214,6 +214,7 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
     let domain: Domain = project.domain.parse()?;
     let qualified_group = options.group.qualified(&domain)?;
     if project.multigroup {
+        check_group_module(&project, &options.group)?;
         check_kind_in_one_group(&project, &options.group, &options.kind)?;
     } else {
         check_single_group(&project, &options.group)?;
@@ -390,6 +391,32 @@ fn check_single_group(project: &Project, group: &Group) -> Result<()> {
     if let Some(other) = project.groups().find(|g| *g != group.as_str()) {
         bail!(
             "multiple groups are not allowed: this project already uses group `{other}`, and `{group}` would be a second one\nhelp: run `rustbuilder edit --multigroup` first to move the project to the multigroup layout (`src/api/<group>/<version>/`), or use `--group {other}`"
+        );
+    }
+    Ok(())
+}
+
+/// In a multigroup project the group is a Rust module (`sea-creatures` → `sea_creatures`): a valid
+/// identifier, not a keyword, and not the module of another group.
+fn check_group_module(project: &Project, group: &Group) -> Result<()> {
+    const KEYWORDS: &[&str] = &[
+        "as", "async", "await", "box", "break", "const", "continue", "crate", "dyn", "else",
+        "enum", "extern", "false", "fn", "for", "gen", "if", "impl", "in", "let", "loop", "match",
+        "mod", "move", "mut", "pub", "ref", "return", "self", "static", "struct", "super", "trait",
+        "true", "try", "type", "unsafe", "use", "where", "while", "yield",
+    ];
+    let module = group.snake();
+    if module.starts_with(|c: char| c.is_ascii_digit()) || KEYWORDS.contains(&module.as_str()) {
+        bail!(
+            "group `{group}` cannot be a Rust module in the multigroup layout (`src/api/{module}/`): `{module}` is not a usable identifier\nhelp: choose a group that starts with a letter and is not a Rust keyword"
+        );
+    }
+    if let Some(other) = project
+        .groups()
+        .find(|g| *g != group.as_str() && g.replace(['-', '.'], "_") == module)
+    {
+        bail!(
+            "groups `{other}` and `{group}` would share the Rust module `{module}`\nhelp: choose another group"
         );
     }
     Ok(())
