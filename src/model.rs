@@ -139,6 +139,33 @@ name_type!(
     /// The project name: a DNS-1123 label, also the Cargo package name.
     ProjectName
 );
+name_type!(
+    /// The name of a controller (`--controller-name`), e.g. `memcached-backup`: a DNS-1035 label.
+    ControllerName
+);
+
+impl FromStr for ControllerName {
+    type Err = InvalidName;
+    fn from_str(s: &str) -> Result<Self, InvalidName> {
+        not_a_flag("controller name", s)?;
+        match dns1035_label_error(s) {
+            Some(why) => Err(invalid(
+                "controller name",
+                s,
+                format!("a controller name must be a DNS-1035 label ({why})"),
+                "use lowercase letters, digits and `-`, e.g. `--controller-name memcached-backup`",
+            )),
+            None => Ok(Self(s.to_string())),
+        }
+    }
+}
+
+impl ControllerName {
+    /// The module and file name: `memcached-backup` → `memcached_backup`.
+    pub fn snake(&self) -> String {
+        self.0.replace('-', "_")
+    }
+}
 
 impl FromStr for Domain {
     type Err = InvalidName;

@@ -74,8 +74,13 @@ pub struct PluginResource {
 pub struct Resource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api: Option<Api>,
+    /// The kind's own controller, when it is the only one (Kubebuilder's legacy form).
     #[serde(default, skip_serializing_if = "is_false")]
     pub controller: bool,
+    /// Every controller of the kind by name, once it has more than its own (`--controller-name`); the
+    /// kind's own controller is named after the lowercase kind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub controllers: Vec<Controller>,
     pub domain: String,
     pub group: String,
     pub kind: String,
@@ -86,6 +91,53 @@ pub struct Resource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plural: Option<String>,
     pub version: String,
+}
+
+/// One named controller of a resource.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Controller {
+    pub name: String,
+}
+
+impl Resource {
+    /// The name of the kind's own controller: the lowercase kind.
+    pub fn default_controller_name(&self) -> String {
+        self.kind.to_lowercase()
+    }
+
+    /// Whether the kind's own controller (`src/controller/<kind>.rs`) was scaffolded.
+    pub fn has_default_controller(&self) -> bool {
+        let own = self.default_controller_name();
+        self.controller || self.controllers.iter().any(|c| c.name == own)
+    }
+
+    /// The controllers added with `--controller-name`, in the order they were added.
+    pub fn named_controllers(&self) -> Vec<String> {
+        let own = self.default_controller_name();
+        self.controllers
+            .iter()
+            .filter(|c| c.name != own)
+            .map(|c| c.name.clone())
+            .collect()
+    }
+
+    /// Records the controllers: `controller: true` while the kind has only its own, else the
+    /// `controllers` list with every name, its own first.
+    pub fn set_controllers(&mut self, own: bool, named: Vec<String>) {
+        if named.is_empty() {
+            self.controller = own;
+            self.controllers = Vec::new();
+            return;
+        }
+        self.controller = false;
+        self.controllers = own
+            .then(|| self.default_controller_name())
+            .into_iter()
+            .chain(named)
+            .map(|name| Controller { name })
+            .collect();
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -201,6 +253,7 @@ mod tests {
                 namespaced: true,
             }),
             controller: true,
+            controllers: Vec::new(),
             domain: "example.com".into(),
             group: "cache".into(),
             kind: "Memcached".into(),

@@ -247,6 +247,37 @@ impl Plan {
         );
     }
 
+    /// Adds a file of the user's at a new place with edited contents: refused when the place is taken,
+    /// formatted only if `before` (the file as it was) was rustfmt-clean.
+    pub fn add_edited(&mut self, path: impl Into<PathBuf>, before: String, contents: String) {
+        let path = path.into();
+        self.removals.remove(&path);
+        self.files.insert(
+            path,
+            Planned {
+                contents,
+                if_exists: IfExists::Error,
+                format: Format::IfClean(before),
+                template: None,
+            },
+        );
+    }
+
+    /// Adds generated Rust, formatted like rendered templates; refused when the file exists.
+    pub fn add_generated(&mut self, path: impl Into<PathBuf>, contents: String) {
+        let path = path.into();
+        self.removals.remove(&path);
+        self.files.insert(
+            path,
+            Planned {
+                contents,
+                if_exists: IfExists::Error,
+                format: Format::Yes,
+                template: None,
+            },
+        );
+    }
+
     /// Plans the removal of a file (when it exists); a file planned for writing is not removed.
     pub fn remove(&mut self, path: impl Into<PathBuf>) {
         let path = path.into();

@@ -352,7 +352,480 @@ fn a_second_group_is_refused() {
     refused(
         dir.path(),
         &["create", "api", "--group", "web", "--kind", "Site"],
-        &["multiple groups are not allowed", "`cache`"],
+        &[
+            "multiple groups are not allowed",
+            "`cache`",
+            "help: run `rustbuilder edit --multigroup`",
+        ],
+    );
+}
+
+fn read(dir: &Path, path: &str) -> String {
+    std::fs::read_to_string(dir.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// Every file of a project but the vendored runtime, for comparing two projects.
+fn sources(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    tree(dir)
+        .into_iter()
+        .filter(|(path, _)| !path.starts_with("rustbuilder"))
+        .collect()
+}
+
+fn multigroup_project() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["init", "--domain", "example.com", "--project-name", "fleet"];
+    ok(dir.path(), &[&args[..], &["--multigroup"]].concat());
+    for (group, version, kind) in [
+        ("cache", "v1alpha1", "Memcached"),
+        ("ship", "v1beta1", "Frigate"),
+    ] {
+        let args = [
+            "create",
+            "api",
+            "--group",
+            group,
+            "--version",
+            version,
+            "--kind",
+            kind,
+        ];
+        ok(dir.path(), &args);
+    }
+    dir
+}
+
+#[test]
+fn a_multigroup_project_holds_each_group_in_its_own_modules() {
+    let dir = multigroup_project();
+    let dir = dir.path();
+    for path in [
+        "src/api/cache/mod.rs",
+        "src/api/cache/v1alpha1/memcached.rs",
+        "src/api/ship/v1beta1/frigate.rs",
+        "src/controller/cache/memcached.rs",
+        "src/controller/ship/frigate.rs",
+        "tests/frigate_controller.rs",
+    ] {
+        assert!(dir.join(path).is_file(), "{path} is missing");
+    }
+    assert!(!dir.join("src/api/v1alpha1").exists());
+    let project = read(dir, "PROJECT");
+    assert!(project.contains("multigroup: true"), "{project}");
+    assert!(
+        project.contains("path: fleet::api::ship::v1beta1::Frigate"),
+        "{project}"
+    );
+    let api = read(dir, "src/api/mod.rs");
+    assert!(
+        api.contains("pub mod cache;\npub mod ship;\n// +rustbuilder:scaffold:groups"),
+        "{api}"
+    );
+    let main = read(dir, "src/main.rs");
+    assert!(
+        main.contains("controller::ship::frigate::run(manager.clone())"),
+        "{main}"
+    );
+    let crdgen = read(dir, "src/bin/crdgen.rs");
+    assert!(
+        crdgen.contains("api::ship::v1beta1::Frigate::crd(),"),
+        "{crdgen}"
+    );
+    let controller = read(dir, "src/controller/ship/frigate.rs");
+    assert!(
+        controller.contains("use crate::api::ship::v1beta1::{Frigate, FrigateStatus};"),
+        "{controller}"
+    );
+    assert!(
+        controller.contains("use crate::controller::MANAGER_NAME;"),
+        "{controller}"
+    );
+    // The group prefixes the controller's name in metrics and logs, as Kubebuilder names it.
+    assert!(controller.contains("\"ship-frigate\")"), "{controller}");
+    let test = read(dir, "tests/frigate_controller.rs");
+    assert!(
+        test.contains("use fleet::controller::{MANAGER_NAME, ship::frigate};"),
+        "{test}"
+    );
+    // A kind lives in one group: its tests and roles are named after it alone.
+    refused(
+        dir,
+        &["create", "api", "--group", "cache", "--kind", "Frigate"],
+        &[
+            "kind `Frigate` is already in group `ship`",
+            "help: choose another kind",
+        ],
+    );
+    // alpha generate rebuilds the same project from PROJECT.
+    let out = tempfile::tempdir().unwrap();
+    let output = out.path().join("again");
+    ok(
+        dir,
+        &[
+            "alpha",
+            "generate",
+            "--skip-manifests",
+            "--output-dir",
+            output.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(sources(&output), sources(dir));
+    ok(
+        dir,
+        &[
+            "create",
+            "api",
+            "--group",
+            "sea-creatures",
+            "--kind",
+            "Kraken",
+        ],
+    );
+    assert!(
+        dir.join("src/api/sea_creatures/v1alpha1/kraken.rs")
+            .is_file()
+    );
+    refused(
+        dir,
+        &[
+            "create",
+            "api",
+            "--group",
+            "sea.creatures",
+            "--kind",
+            "Leviathan",
+        ],
+        &["groups `sea-creatures` and `sea.creatures` would share the Rust module `sea_creatures`"],
+    );
+    refused(
+        dir,
+        &["create", "api", "--group", "type", "--kind", "Dock"],
+        &[
+            "group `type` cannot be a Rust module",
+            "help: choose a group that starts with a letter",
+        ],
+    );
+}
+
+#[test]
+fn edit_multigroup_moves_a_single_group_project() {
+    let dir = memcached_project();
+    let dir = dir.path();
+    ok(
+        dir,
+        &[
+            "create",
+            "api",
+            "--group",
+            "cache",
+            "--version",
+            "v1beta1",
+            "--kind",
+            "Deployer",
+            "--plugins",
+            "deploy-image/v1-alpha",
+            "--image",
+            "busybox:1.36",
+        ],
+    );
+    // The user's own code in a controller, and a test of theirs that names the API.
+    let controller = dir.join("src/controller/memcached.rs");
+    let mine = read(dir, "src/controller/memcached.rs").replace(
+        "/// What every reconcile shares.",
+        "/// My note.\n/// What every reconcile shares.",
+    );
+    std::fs::write(&controller, &mine).unwrap();
+    std::fs::write(
+        dir.join("tests/mine.rs"),
+        "use memcached_operator::api::{self, v1alpha1::Memcached};\n\n#[test]\nfn named() {\n    let _ = std::any::type_name::<Memcached>();\n    let _ = api::v1beta1::Deployer::new;\n}\n",
+    )
+    .unwrap();
+    let output = ok(dir, &["edit", "--multigroup"]);
+    assert!(stderr(&output).contains("Updated the project to the multigroup layout"));
+    assert!(
+        !dir.join("src/api/v1alpha1").exists() && !dir.join("src/controller/memcached.rs").exists()
+    );
+    let moved = read(dir, "src/controller/cache/memcached.rs");
+    assert!(moved.contains("/// My note."), "{moved}");
+    assert!(
+        moved.contains("use crate::api::cache::v1alpha1::{Memcached, MemcachedStatus};"),
+        "{moved}"
+    );
+    assert!(
+        moved.contains("use crate::controller::MANAGER_NAME;"),
+        "{moved}"
+    );
+    // Its name in metrics stays what it was: dashboards and alerts keep working.
+    assert!(moved.contains("\"memcached\")"), "{moved}");
+    assert_eq!(
+        read(dir, "tests/mine.rs").lines().next().unwrap(),
+        "use memcached_operator::api::{self, cache::v1alpha1::Memcached};"
+    );
+    let test = read(dir, "tests/deployer_controller.rs");
+    assert!(
+        test.contains("include_str!(\"../src/controller/cache/deployer.rs\")"),
+        "{test}"
+    );
+    let project = read(dir, "PROJECT");
+    assert!(project.contains("multigroup: true"), "{project}");
+    assert!(
+        project.contains("path: memcached_operator::api::cache::v1beta1::Deployer"),
+        "{project}"
+    );
+    // Apart from the user's edits, the result is what a multigroup project gets from the start.
+    let fresh = tempfile::tempdir().unwrap();
+    let output = fresh.path().join("again");
+    ok(
+        dir,
+        &[
+            "alpha",
+            "generate",
+            "--skip-manifests",
+            "--output-dir",
+            output.to_str().unwrap(),
+        ],
+    );
+    let again = sources(&output);
+    let now = sources(dir);
+    let differ: Vec<_> = now
+        .keys()
+        .filter(|k| again.get(*k) != now.get(*k))
+        .collect();
+    assert_eq!(
+        differ,
+        vec![
+            Path::new("src/controller/cache/deployer.rs"),
+            Path::new("src/controller/cache/memcached.rs"),
+            Path::new("tests/mine.rs"),
+        ]
+    );
+    // Again: nothing to do. Then a second group is welcome.
+    let output = ok(dir, &["edit", "--multigroup"]);
+    assert!(stderr(&output).contains("already has the multigroup layout"));
+    ok(dir, &["create", "api", "--group", "web", "--kind", "Site"]);
+    assert!(dir.join("src/controller/web/site.rs").is_file());
+    refused(
+        dir,
+        &["edit", "--multigroup=false"],
+        &["cannot move a multigroup project that has APIs back"],
+    );
+}
+
+#[test]
+fn edit_multigroup_refuses_what_it_cannot_follow() {
+    let dir = memcached_project();
+    let dir = dir.path();
+    let module_list = dir.join("src/controller/mod.rs");
+    let original = read(dir, "src/controller/mod.rs");
+    std::fs::write(&module_list, format!("{original}\npub fn helper() {{}}\n")).unwrap();
+    refused(
+        dir,
+        &["edit", "--multigroup"],
+        &[
+            "`src/controller/mod.rs` holds code rustbuilder does not know how to move (`pub fn helper() {}`)",
+            "help: keep only the `pub mod` lines and `MANAGER_NAME`",
+        ],
+    );
+    std::fs::write(&module_list, &original).unwrap();
+    let controller = dir.join("src/controller/memcached.rs");
+    let text = read(dir, "src/controller/memcached.rs");
+    std::fs::write(
+        &controller,
+        text.replace(
+            "use crate::{Error, Result};",
+            "use super::super::{Error, Result};",
+        ),
+    )
+    .unwrap();
+    refused(
+        dir,
+        &["edit", "--multigroup"],
+        &[
+            "cannot move `src/controller/memcached.rs` one directory down",
+            "`super::super`",
+        ],
+    );
+    std::fs::write(&controller, &text).unwrap();
+    std::fs::create_dir_all(dir.join("src/api/cache")).unwrap();
+    refused(
+        dir,
+        &["edit", "--multigroup"],
+        &["`src/api/cache` already exists"],
+    );
+    std::fs::remove_dir(dir.join("src/api/cache")).unwrap();
+    refused(
+        dir,
+        &["edit"],
+        &[
+            "nothing to edit",
+            "help: e.g. `rustbuilder edit --multigroup`",
+        ],
+    );
+    // Without APIs, the layout goes either way.
+    let empty = tempfile::tempdir().unwrap();
+    ok(empty.path(), &["init", "--project-name", "empty"]);
+    let before = sources(empty.path());
+    ok(empty.path(), &["edit", "--multigroup"]);
+    assert!(read(empty.path(), "src/api/mod.rs").contains("+rustbuilder:scaffold:groups"));
+    ok(empty.path(), &["edit", "--multigroup=false"]);
+    assert_eq!(sources(empty.path()), before);
+}
+
+#[test]
+fn controller_name_adds_another_controller_for_a_kind() {
+    let dir = memcached_project();
+    let dir = dir.path();
+    let backup = [
+        "create",
+        "api",
+        "--group",
+        "cache",
+        "--version",
+        "v1alpha1",
+        "--kind",
+        "Memcached",
+        "--resource=false",
+        "--controller-name",
+        "memcached-backup",
+    ];
+    ok(dir, &backup);
+    let controller = read(dir, "src/controller/memcached_backup.rs");
+    assert!(controller.contains("\"memcached-backup\")"), "{controller}");
+    assert!(
+        controller.contains("use crate::api::v1alpha1::{Memcached, MemcachedStatus};"),
+        "{controller}"
+    );
+    let test = read(dir, "tests/memcached_backup_controller.rs");
+    assert!(
+        test.contains("tokio::spawn(memcached_backup::run(manager.clone()))"),
+        "{test}"
+    );
+    let main = read(dir, "src/main.rs");
+    assert!(
+        main.contains("controller::memcached::run(manager.clone())"),
+        "{main}"
+    );
+    assert!(
+        main.contains("controller::memcached_backup::run(manager.clone())"),
+        "{main}"
+    );
+    let project = read(dir, "PROJECT");
+    assert!(
+        project.contains("  controllers:\n  - name: memcached\n  - name: memcached-backup\n"),
+        "{project}"
+    );
+    assert!(!project.contains("controller: true"), "{project}");
+    // The same name twice, a name taken by a kind's module, the type scaffolded again, a bad name.
+    refused(
+        dir,
+        &backup,
+        &["its controller `memcached-backup` are in PROJECT"],
+    );
+    ok(
+        dir,
+        &["create", "api", "--group", "cache", "--kind", "Other"],
+    );
+    let mut clash = backup;
+    clash[10] = "other";
+    refused(
+        dir,
+        &clash,
+        &[
+            "the controller module `other`",
+            "help: choose another `--controller-name`",
+        ],
+    );
+    // And the other way round: a kind whose controller would take the named one's module.
+    refused(
+        dir,
+        &[
+            "create",
+            "api",
+            "--group",
+            "cache",
+            "--kind",
+            "MemcachedBackup",
+        ],
+        &[
+            "the controller module `memcached_backup` (and its test `tests/memcached_backup_controller.rs`)",
+            "help: choose another kind",
+        ],
+    );
+    refused(
+        dir,
+        &[
+            "create",
+            "api",
+            "--group",
+            "cache",
+            "--kind",
+            "Memcached",
+            "--controller-name",
+            "audit",
+        ],
+        &[
+            "API resource already exists",
+            "help: pass `--resource=false` to add only the controller",
+        ],
+    );
+    refused(
+        dir,
+        &[
+            "create",
+            "api",
+            "--group",
+            "cache",
+            "--kind",
+            "Memcached",
+            "--resource=false",
+            "--controller-name",
+            "Audit",
+        ],
+        &["invalid controller name `Audit`", "DNS-1035"],
+    );
+    refused(
+        dir,
+        &[
+            "create",
+            "api",
+            "--group",
+            "cache",
+            "--kind",
+            "Memcached",
+            "--resource=false",
+            "--controller-name",
+            "audit",
+            "--plugins",
+            "deploy-image/v1-alpha",
+            "--image",
+            "busybox:1",
+        ],
+        &["scaffolds the kind's own controller, not a named one"],
+    );
+    // alpha generate replays it; edit --multigroup moves it with the others.
+    let out = tempfile::tempdir().unwrap();
+    let output = out.path().join("again");
+    ok(
+        dir,
+        &[
+            "alpha",
+            "generate",
+            "--skip-manifests",
+            "--output-dir",
+            output.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(sources(&output), sources(dir));
+    ok(dir, &["edit", "--multigroup"]);
+    let main = read(dir, "src/main.rs");
+    assert!(
+        main.contains("controller::cache::memcached_backup::run(manager.clone())"),
+        "{main}"
+    );
+    let test = read(dir, "tests/memcached_backup_controller.rs");
+    assert!(
+        test.contains("controller::{MANAGER_NAME, cache::memcached_backup}"),
+        "{test}"
     );
 }
 
@@ -414,6 +887,7 @@ fn every_command_has_help_with_an_example() {
     for command in [
         &["init"][..],
         &["create", "api"],
+        &["edit"],
         &["manifests"],
         &["alpha", "generate"],
         &["alpha", "update-runtime"],
@@ -987,6 +1461,7 @@ fn help_matches_the_snapshots() {
         &["init"],
         &["create"],
         &["create", "api"],
+        &["edit"],
         &["manifests"],
         &["alpha"],
         &["alpha", "generate"],

@@ -3,7 +3,7 @@
 use anyhow::Result;
 use clap::ArgAction;
 
-use crate::model::{Group, Kind, Plural, Version};
+use crate::model::{ControllerName, Group, Kind, Plural, Version};
 use crate::plugins::deploy_image::{self, ImageOptions};
 use crate::plugins::rust::ApiOptions;
 use crate::shell;
@@ -39,6 +39,10 @@ pub struct Args {
     /// Namespace-scoped resource (`--namespaced=false` for cluster-scoped).
     #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub namespaced: bool,
+    /// Name of the controller: another controller for the kind, in its own module (with
+    /// `--resource=false` when the type exists).
+    #[arg(long, value_name = "NAME")]
+    pub controller_name: Option<ControllerName>,
     /// Overwrite the files of an API that already exists.
     #[arg(long)]
     pub force: bool,
@@ -90,6 +94,7 @@ pub fn run(args: Args) -> Result<()> {
         controller: args.controller,
         namespaced: args.namespaced,
         force: args.force,
+        controller_name: args.controller_name,
     };
     let plan = crate::plugins::create_api(&args.project.dir, &options, image.as_ref())?;
     shell::written(plan.apply()?);

@@ -30,6 +30,9 @@ pub struct Args {
     /// License of the generated code.
     #[arg(long, value_enum, default_value_t = License::Apache2)]
     pub license: License,
+    /// Lay the project out for several API groups: `src/api/<group>/<version>/`, `src/controller/<group>/`.
+    #[arg(long)]
+    pub multigroup: bool,
     /// Directory to scaffold into; created when missing.
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub dir: PathBuf,
@@ -71,6 +74,7 @@ pub fn run(args: Args) -> Result<()> {
         repo: args.repo,
         owner: args.owner,
         license: args.license.into(),
+        multigroup: args.multigroup,
     };
     let plan = crate::plugins::rust::init(&args.dir, &options)?;
     shell::written(plan.apply()?);

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 pub mod alpha;
 pub mod create_api;
+pub mod edit;
 pub mod envtest;
 pub mod init;
 pub mod manifests;
@@ -33,6 +34,7 @@ pub enum Command {
     /// Scaffold a Kubernetes API (its type and controller) in the project.
     #[command(subcommand)]
     Create(CreateCommand),
+    Edit(edit::Args),
     Manifests(manifests::Args),
     /// Experimental commands: regenerate a project, refresh its runtime.
     #[command(subcommand)]
@@ -72,6 +74,7 @@ pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Init(args) => init::run(args),
         Command::Create(CreateCommand::Api(args)) => create_api::run(args),
+        Command::Edit(args) => edit::run(args),
         Command::Manifests(args) => manifests::run(args),
         Command::Alpha(command) => alpha::run(command),
         Command::Envtest(command) => envtest::run(command),

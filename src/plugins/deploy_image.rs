@@ -254,6 +254,11 @@ impl DeployImage {
 
 /// Checks that the deploy-image controller can be generated for the API in `options`.
 pub fn validate(options: &ApiOptions) -> Result<()> {
+    if options.controller_name.is_some() {
+        bail!(
+            "the {NAME} plugin scaffolds the kind's own controller, not a named one\nhelp: add the deploy-image controller first, then another controller with `--controller-name` and no `--plugins`"
+        );
+    }
     if !(options.resource && options.controller) {
         bail!(
             "the {NAME} plugin scaffolds both the type and its controller\nhelp: drop `--resource=false` and `--controller=false`"
@@ -381,6 +386,7 @@ mod tests {
             controller: true,
             namespaced: true,
             force: false,
+            controller_name: None,
         }
     }
 

@@ -10,6 +10,7 @@ use crate::project::{self, Project};
 use crate::scaffold::Plan;
 
 pub mod deploy_image;
+pub mod multigroup;
 pub mod rust;
 
 /// Plans `create api`: with the deploy-image controller when `image` is given, else the base one.
@@ -34,6 +35,7 @@ pub fn generate(project: &Project, output: &Path) -> Result<()> {
         repo: project.repo.clone(),
         owner: rust_plugin.and_then(|p| p.owner.clone()),
         license: rust::License::from_key(rust_plugin.and_then(|p| p.license.as_deref()))?,
+        multigroup: project.multigroup,
     };
     rust::init(output, &init_options)?.apply()?;
     for resource in &project.resources {
@@ -43,15 +45,28 @@ pub fn generate(project: &Project, output: &Path) -> Result<()> {
             kind: resource.kind.parse()?,
             plural: resource.plural.as_deref().map(str::parse).transpose()?,
             resource: resource.api.is_some(),
-            controller: resource.controller,
+            controller: resource.has_default_controller(),
             namespaced: resource.api.as_ref().is_some_and(|a| a.namespaced),
             force: false,
+            controller_name: None,
         };
         let image = project
             .plugin_resource(project::DEPLOY_IMAGE_PLUGIN, resource)
             .map(deploy_image::DeployImage::from_record)
             .transpose()?;
-        create_api(output, &options, image.as_ref())?.apply()?;
+        if options.resource || options.controller {
+            create_api(output, &options, image.as_ref())?.apply()?;
+        }
+        // Then the controllers added with `--controller-name`, on the type that now exists.
+        for name in resource.named_controllers() {
+            let named = rust::ApiOptions {
+                resource: false,
+                controller: true,
+                controller_name: Some(name.parse()?),
+                ..options.clone()
+            };
+            create_api(output, &named, None)?.apply()?;
+        }
     }
     Ok(())
 }

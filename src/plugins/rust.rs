@@ -10,7 +10,7 @@ use std::path::Path;
 use anyhow::{Result, bail};
 use serde::Serialize;
 
-use crate::model::{Domain, Group, Kind, Plural, ProjectName, Version};
+use crate::model::{ControllerName, Domain, Group, Kind, Plural, ProjectName, Version};
 use crate::project::{self, Api, Project, Resource};
 use crate::scaffold::{IfExists, Insertion, Plan};
 use crate::versions;
@@ -52,6 +52,8 @@ pub struct InitOptions {
     pub repo: Option<String>,
     pub owner: Option<String>,
     pub license: License,
+    /// APIs under `src/api/<group>/<version>/`, controllers under `src/controller/<group>/`.
+    pub multigroup: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -64,6 +66,8 @@ pub struct ApiOptions {
     pub controller: bool,
     pub namespaced: bool,
     pub force: bool,
+    /// `--controller-name`: a controller of its own name instead of the kind's own one.
+    pub controller_name: Option<ControllerName>,
 }
 
 /// Values every template of a project sees.
@@ -82,6 +86,7 @@ struct ProjectContext {
     k8s_openapi_version: &'static str,
     k8s_openapi_feature: &'static str,
     kubernetes_version: &'static str,
+    multigroup: bool,
 }
 
 impl ProjectContext {
@@ -104,6 +109,7 @@ impl ProjectContext {
             k8s_openapi_version: versions::K8S_OPENAPI,
             k8s_openapi_feature: versions::K8S_OPENAPI_FEATURE,
             kubernetes_version: versions::KUBERNETES,
+            multigroup: project.multigroup,
         })
     }
 }
@@ -124,6 +130,19 @@ pub struct ApiContext {
     /// The plural as a Rust identifier.
     pub plural_snake: String,
     pub namespaced: bool,
+    /// `cache/` in a multigroup project, else empty: the group's directory under `src/api/` and
+    /// `src/controller/`.
+    pub group_path: String,
+    /// The version module below the crate: `api::v1alpha1`, or `api::cache::v1alpha1` (multigroup).
+    pub api_path: String,
+    /// The controller's module (and file) name: the kind's, or that of `--controller-name`.
+    pub controller_module: String,
+    /// The controller module below `controller`: `memcached`, or `cache::memcached` (multigroup).
+    pub controller_rel: String,
+    /// The controller's name in metrics and logs: its own name, prefixed with the group in a
+    /// multigroup project (`cache-memcached`).
+    pub controller_name: String,
+    pub multigroup: bool,
 }
 
 /// A `create api` in the making: the base plugin's plan, and what other plugins need to add to it.
@@ -168,6 +187,7 @@ pub fn init(dir: &Path, options: &InitOptions) -> Result<Plan> {
         options.project_name.as_str(),
         options.repo.clone(),
     );
+    project.multigroup = options.multigroup;
     let rust = project
         .plugins
         .entry(project::RUST_PLUGIN.to_string())
@@ -193,18 +213,58 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
     let mut project = Project::load(dir)?;
     let domain: Domain = project.domain.parse()?;
     let qualified_group = options.group.qualified(&domain)?;
-    check_single_group(&project, &options.group)?;
+    if project.multigroup {
+        check_group_module(&project, &options.group)?;
+        check_kind_in_one_group(&project, &options.group, &options.kind)?;
+    } else {
+        check_single_group(&project, &options.group)?;
+    }
+    let kind_lower = options.kind.as_str().to_lowercase();
+    // A controller named after the lowercase kind is the kind's own one.
+    let named = options
+        .controller_name
+        .as_ref()
+        .filter(|name| name.as_str() != kind_lower);
+    if named.is_some() && !options.controller {
+        bail!(
+            "`--controller-name` names a controller, but `--controller=false` scaffolds none\nhelp: drop `--controller=false`"
+        );
+    }
 
     let existing = project
         .find(&options.group, &options.version, &options.kind)
         .cloned();
-    if existing.is_some() && !options.force {
-        bail!(
-            "API resource already exists: `{}/{}, Kind={}` is in PROJECT\nhelp: pass `--force` to scaffold it again (its files are overwritten)",
-            qualified_group,
-            options.version,
-            options.kind
-        );
+    let gvk = format!(
+        "`{}/{}, Kind={}`",
+        qualified_group, options.version, options.kind
+    );
+    if let Some(existing) = &existing
+        && !options.force
+    {
+        if options.resource && existing.api.is_some() {
+            let help = if options.controller && named.is_some() {
+                "pass `--resource=false` to add only the controller, or `--force` to scaffold the type again"
+            } else {
+                "pass `--force` to scaffold it again (its files are overwritten)"
+            };
+            bail!("API resource already exists: {gvk} is in PROJECT\nhelp: {help}");
+        }
+        let taken = match named {
+            Some(name) => existing
+                .named_controllers()
+                .iter()
+                .any(|n| n == name.as_str()),
+            None => existing.has_default_controller(),
+        };
+        if options.controller && taken {
+            let which = named.map_or_else(
+                || "its controller".to_string(),
+                |n| format!("its controller `{n}`"),
+            );
+            bail!(
+                "API resource already exists: {gvk} and {which} are in PROJECT\nhelp: pass `--controller-name <name>` to add another controller, or `--force` to scaffold this one again"
+            );
+        }
     }
     if !options.resource && existing.as_ref().and_then(|r| r.api.as_ref()).is_none() {
         bail!(
@@ -217,6 +277,10 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
             "nothing to scaffold: both `--resource` and `--controller` are false\nhelp: leave one of them on"
         );
     }
+    let controller_module = named.map_or_else(|| options.kind.snake(), ControllerName::snake);
+    if options.controller {
+        check_controller_module(&project, options, named, &controller_module)?;
+    }
 
     let default_plural = options.kind.default_plural();
     let plural = options
@@ -224,32 +288,71 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
         .clone()
         .unwrap_or_else(|| default_plural.clone());
     let base = ProjectContext::new(&project)?;
+    let multigroup = project.multigroup;
+    let group_snake = options.group.snake();
+    let group_path = if multigroup {
+        format!("{group_snake}/")
+    } else {
+        String::new()
+    };
+    let group_rel = if multigroup {
+        format!("{group_snake}::")
+    } else {
+        String::new()
+    };
+    let own_name = named.map_or(kind_lower.as_str(), ControllerName::as_str);
     let api = ApiContext {
         group: options.group.to_string(),
-        group_snake: options.group.snake(),
+        group_snake: group_snake.clone(),
         qualified_group: qualified_group.clone(),
         version: options.version.to_string(),
         kind: options.kind.to_string(),
         kind_snake: options.kind.snake(),
-        kind_lower: options.kind.as_str().to_lowercase(),
+        kind_lower: kind_lower.clone(),
         kind_upper: options.kind.as_str().to_uppercase(),
         plural: plural.to_string(),
         plural_snake: plural.as_str().replace('-', "_"),
         namespaced: options.namespaced,
+        api_path: format!("api::{group_rel}{}", options.version),
+        controller_rel: format!("{group_rel}{controller_module}"),
+        controller_name: if multigroup {
+            format!("{}-{own_name}", options.group)
+        } else {
+            own_name.to_string()
+        },
+        controller_module,
+        group_path,
+        multigroup,
     };
     let mut context = tera::Context::from_serialize(&base)?;
     context.extend(tera::Context::from_serialize(&api)?);
 
     let mut plan = Plan::new(dir);
     if options.resource {
+        if multigroup {
+            plan.add_set("api-group", &context)?;
+        }
         plan.add_set("api", &context)?;
     }
     if options.controller {
+        if multigroup {
+            plan.add_set("controller-group", &context)?;
+        }
         plan.add_set("controller", &context)?;
     }
     wire(&mut plan, &base, &api, options)?;
 
-    project.upsert(Resource {
+    let (own, mut others) = match &existing {
+        Some(r) => (r.has_default_controller(), r.named_controllers()),
+        None => (false, Vec::new()),
+    };
+    let own = own || (options.controller && named.is_none());
+    if let Some(name) = named
+        && !others.iter().any(|n| n == name.as_str())
+    {
+        others.push(name.to_string());
+    }
+    let mut resource = Resource {
         api: if options.resource {
             Some(Api {
                 crd_version: "v1".into(),
@@ -258,17 +361,20 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
         } else {
             existing.as_ref().and_then(|r| r.api.clone())
         },
-        controller: options.controller || existing.as_ref().is_some_and(|r| r.controller),
+        controller: false,
+        controllers: Vec::new(),
         domain: domain.to_string(),
         group: options.group.to_string(),
         kind: options.kind.to_string(),
         path: Some(format!(
-            "{}::api::{}::{}",
-            base.crate_name, options.version, options.kind
+            "{}::{}::{}",
+            base.crate_name, api.api_path, options.kind
         )),
         plural: (plural != default_plural).then(|| plural.to_string()),
         version: options.version.to_string(),
-    });
+    };
+    resource.set_controllers(own, others);
+    project.upsert(resource);
     Ok(ApiScaffold {
         plan,
         context,
@@ -279,12 +385,98 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
     })
 }
 
-/// One group per project: `src/api/<version>/` has no room for a second group's types.
+/// One group per project unless it is multigroup: `src/api/<version>/` has no room for a second
+/// group's types.
 fn check_single_group(project: &Project, group: &Group) -> Result<()> {
     if let Some(other) = project.groups().find(|g| *g != group.as_str()) {
         bail!(
-            "multiple groups are not allowed: this project already uses group `{other}`, and `{group}` would be a second one\nhelp: use `--group {other}`, or put `{group}` in a project of its own (multigroup layouts are not supported yet)"
+            "multiple groups are not allowed: this project already uses group `{other}`, and `{group}` would be a second one\nhelp: run `rustbuilder edit --multigroup` first to move the project to the multigroup layout (`src/api/<group>/<version>/`), or use `--group {other}`"
         );
+    }
+    Ok(())
+}
+
+/// In a multigroup project the group is a Rust module (`sea-creatures` → `sea_creatures`): a valid
+/// identifier, not a keyword, and not the module of another group.
+fn check_group_module(project: &Project, group: &Group) -> Result<()> {
+    const KEYWORDS: &[&str] = &[
+        "as", "async", "await", "box", "break", "const", "continue", "crate", "dyn", "else",
+        "enum", "extern", "false", "fn", "for", "gen", "if", "impl", "in", "let", "loop", "match",
+        "mod", "move", "mut", "pub", "ref", "return", "self", "static", "struct", "super", "trait",
+        "true", "try", "type", "unsafe", "use", "where", "while", "yield",
+    ];
+    let module = group.snake();
+    if module.starts_with(|c: char| c.is_ascii_digit()) || KEYWORDS.contains(&module.as_str()) {
+        bail!(
+            "group `{group}` cannot be a Rust module in the multigroup layout (`src/api/{module}/`): `{module}` is not a usable identifier\nhelp: choose a group that starts with a letter and is not a Rust keyword"
+        );
+    }
+    if let Some(other) = project
+        .groups()
+        .find(|g| *g != group.as_str() && g.replace(['-', '.'], "_") == module)
+    {
+        bail!(
+            "groups `{other}` and `{group}` would share the Rust module `{module}`\nhelp: choose another group"
+        );
+    }
+    Ok(())
+}
+
+/// A kind's tests, RBAC roles and e2e module are named after the kind alone, so a multigroup project
+/// holds each kind in one group only.
+fn check_kind_in_one_group(project: &Project, group: &Group, kind: &Kind) -> Result<()> {
+    if let Some(other) = project
+        .resources
+        .iter()
+        .find(|r| r.kind == kind.as_str() && r.group != group.as_str())
+    {
+        bail!(
+            "kind `{kind}` is already in group `{}`: a kind's tests, RBAC roles and e2e module are named after the kind alone, so one project holds it in one group only\nhelp: choose another kind, or `--group {}`",
+            other.group,
+            other.group
+        );
+    }
+    Ok(())
+}
+
+/// A controller's module and test file (`tests/<module>_controller.rs`) must not be those of another
+/// controller or kind of the project.
+fn check_controller_module(
+    project: &Project,
+    options: &ApiOptions,
+    named: Option<&ControllerName>,
+    module: &str,
+) -> Result<()> {
+    for resource in &project.resources {
+        let kind: Kind = resource.kind.parse()?;
+        let is_self = resource.group == options.group.as_str()
+            && resource.version == options.version.as_str()
+            && resource.kind == options.kind.as_str();
+        let named_clash = || {
+            resource
+                .named_controllers()
+                .iter()
+                .any(|n| n.replace('-', "_") == module)
+        };
+        let clash = match named {
+            // A named controller: not a kind's module, nor another named controller's.
+            Some(_) => kind.snake() == module || (!is_self && named_clash()),
+            // The kind's own controller: not a named controller's module.
+            None => named_clash(),
+        };
+        if clash {
+            let help = match named {
+                Some(name) => format!(
+                    "choose another `--controller-name`, e.g. `{}-{name}`",
+                    options.kind.as_str().to_lowercase()
+                ),
+                None => "choose another kind".to_string(),
+            };
+            bail!(
+                "the controller module `{module}` (and its test `tests/{module}_controller.rs`) would be that of the controllers of kind `{}`\nhelp: {help}",
+                resource.kind
+            );
+        }
     }
     Ok(())
 }
@@ -297,14 +489,29 @@ fn wire(
     options: &ApiOptions,
 ) -> Result<()> {
     let (version, kind, kind_snake) = (&api.version, &api.kind, &api.kind_snake);
+    let group_snake = &api.group_snake;
+    let version_dir = format!("src/api/{}{version}", api.group_path);
     if options.resource {
+        if api.multigroup {
+            plan.insert(Insertion {
+                path: "src/api/mod.rs",
+                marker: "groups",
+                fragment: format!("pub mod {group_snake};"),
+            })?;
+            plan.insert(Insertion {
+                path: &format!("src/api/{group_snake}/mod.rs"),
+                marker: "versions",
+                fragment: format!("pub mod {version};"),
+            })?;
+        } else {
+            plan.insert(Insertion {
+                path: "src/api/mod.rs",
+                marker: "versions",
+                fragment: format!("pub mod {version};"),
+            })?;
+        }
         plan.insert(Insertion {
-            path: "src/api/mod.rs",
-            marker: "versions",
-            fragment: format!("pub mod {version};"),
-        })?;
-        plan.insert(Insertion {
-            path: &format!("src/api/{version}/mod.rs"),
+            path: &format!("{version_dir}/mod.rs"),
             marker: "kinds",
             fragment: format!("mod {kind_snake};\npub use {kind_snake}::*;"),
         })?;
@@ -319,7 +526,7 @@ fn wire(
         plan.insert(Insertion {
             path: "src/bin/crdgen.rs",
             marker: "crds",
-            fragment: format!("        api::{version}::{kind}::crd(),"),
+            fragment: format!("        {}::{kind}::crd(),", api.api_path),
         })?;
         plan.insert(Insertion {
             path: "config/crd/kustomization.yaml",
@@ -340,10 +547,18 @@ fn wire(
         })?;
     }
     if options.controller {
+        let module = &api.controller_module;
+        if api.multigroup {
+            plan.insert(Insertion {
+                path: "src/controller/mod.rs",
+                marker: "controllers",
+                fragment: format!("pub mod {group_snake};"),
+            })?;
+        }
         plan.insert(Insertion {
-            path: "src/controller/mod.rs",
+            path: &format!("src/controller/{}mod.rs", api.group_path),
             marker: "controllers",
-            fragment: format!("pub mod {kind_snake};"),
+            fragment: format!("pub mod {module};"),
         })?;
         plan.insert(Insertion {
             path: "src/main.rs",
@@ -354,7 +569,8 @@ fn wire(
             path: "src/main.rs",
             marker: "controllers",
             fragment: format!(
-                "    controllers.add(controller::{kind_snake}::run(manager.clone()));"
+                "    controllers.add(controller::{}::run(manager.clone()));",
+                api.controller_rel
             ),
         })?;
     }

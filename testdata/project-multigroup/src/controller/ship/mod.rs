@@ -1,0 +1,8 @@
+// Copyright The project-multigroup Authors
+// SPDX-License-Identifier: Apache-2.0
+
+//! Controllers of the ship.example.com API group, one module per controller.
+
+pub mod frigate;
+pub mod frigate_audit;
+// +rustbuilder:scaffold:controllers
