@@ -372,6 +372,23 @@ fn sources(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
         .collect()
 }
 
+/// The project at `dir` rebuilt from its PROJECT file by `alpha generate` into a fresh directory
+/// (returned with the temporary directory that holds it, which must outlive its use).
+fn regenerated(dir: &Path) -> (tempfile::TempDir, PathBuf) {
+    let out = tempfile::tempdir().unwrap();
+    let output = out.path().join("again");
+    let output_arg = output.to_str().unwrap();
+    let args = [
+        "alpha",
+        "generate",
+        "--skip-manifests",
+        "--output-dir",
+        output_arg,
+    ];
+    ok(dir, &args);
+    (out, output)
+}
+
 fn multigroup_project() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let args = ["init", "--domain", "example.com", "--project-name", "fleet"];
@@ -457,18 +474,7 @@ fn a_multigroup_project_holds_each_group_in_its_own_modules() {
         ],
     );
     // alpha generate rebuilds the same project from PROJECT.
-    let out = tempfile::tempdir().unwrap();
-    let output = out.path().join("again");
-    ok(
-        dir,
-        &[
-            "alpha",
-            "generate",
-            "--skip-manifests",
-            "--output-dir",
-            output.to_str().unwrap(),
-        ],
-    );
+    let (_out, output) = regenerated(dir);
     assert_eq!(sources(&output), sources(dir));
     ok(
         dir,
@@ -573,18 +579,7 @@ fn edit_multigroup_moves_a_single_group_project() {
         "{project}"
     );
     // Apart from the user's edits, the result is what a multigroup project gets from the start.
-    let fresh = tempfile::tempdir().unwrap();
-    let output = fresh.path().join("again");
-    ok(
-        dir,
-        &[
-            "alpha",
-            "generate",
-            "--skip-manifests",
-            "--output-dir",
-            output.to_str().unwrap(),
-        ],
-    );
+    let (_fresh, output) = regenerated(dir);
     let again = sources(&output);
     let now = sources(dir);
     let differ: Vec<_> = now
@@ -803,18 +798,7 @@ fn controller_name_adds_another_controller_for_a_kind() {
         &["scaffolds the kind's own controller, not a named one"],
     );
     // alpha generate replays it; edit --multigroup moves it with the others.
-    let out = tempfile::tempdir().unwrap();
-    let output = out.path().join("again");
-    ok(
-        dir,
-        &[
-            "alpha",
-            "generate",
-            "--skip-manifests",
-            "--output-dir",
-            output.to_str().unwrap(),
-        ],
-    );
+    let (_out, output) = regenerated(dir);
     assert_eq!(sources(&output), sources(dir));
     ok(dir, &["edit", "--multigroup"]);
     let main = read(dir, "src/main.rs");
@@ -920,18 +904,7 @@ fn version_and_completion() {
 #[test]
 fn alpha_generate_rebuilds_the_project_from_project_file() {
     let original = memcached_project();
-    let out = tempfile::tempdir().unwrap();
-    let target = out.path().join("copy");
-    ok(
-        original.path(),
-        &[
-            "alpha",
-            "generate",
-            "--skip-manifests",
-            "--output-dir",
-            target.to_str().unwrap(),
-        ],
-    );
+    let (_out, target) = regenerated(original.path());
     assert_eq!(tree(&target), tree(original.path()));
 
     // In place: user edits are replaced by the scaffold, `.git` is kept.
