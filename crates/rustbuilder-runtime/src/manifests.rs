@@ -379,11 +379,6 @@ pub fn rbac_rules(dir: &Path) -> Result<Vec<Rule>, String> {
     Ok(merge(rules))
 }
 
-/// The text after the marker prefix, if `line` is a `// +rustbuilder:rbac:` comment.
-fn marker_body(line: &str) -> Option<&str> {
-    marker_with(line, RBAC_MARKER)
-}
-
 /// The text after `prefix`, if `line` is a `//` comment (not a doc comment) starting with it.
 fn marker_with<'a>(line: &'a str, prefix: &str) -> Option<&'a str> {
     let comment = line.trim_start().strip_prefix("//")?.trim_start();
@@ -611,6 +606,10 @@ mod tests {
         }
         let error = parse_marker("groups=apps,resource=x,verbs=get").unwrap_err();
         assert!(error.contains("help: the keys are"), "{error}");
+    }
+
+    fn marker_body(line: &str) -> Option<&str> {
+        marker_with(line, RBAC_MARKER)
     }
 
     #[test]
