@@ -12,6 +12,7 @@ use rustbuilder_envtest::TestEnv;
 use rustbuilder_runtime::manager::tls::CertSource;
 use rustbuilder_runtime::manifests::Crds;
 use rustbuilder_runtime::manifests::webhooks::{parse_webhook_marker, render};
+use rustbuilder_runtime::metrics::Metrics;
 use rustbuilder_runtime::webhook::{
     self, Defaulter, Denied, Server, Validation, Validator, Webhooks,
 };
@@ -161,7 +162,10 @@ fn crds()
 }
 
 fn registry() -> Webhooks {
-    let webhooks = Webhooks::new();
+    registered(Webhooks::new())
+}
+
+fn registered(webhooks: Webhooks) -> Webhooks {
     webhooks.defaulter(GadgetWebhook);
     webhooks.validator(GadgetWebhook);
     webhooks.conversion::<v1alpha1::Gadget, v1::Gadget>();
@@ -175,18 +179,20 @@ fn cert_files(dir: &Path) -> CertSource {
     }
 }
 
-/// An env that calls the webhooks, and the server answering them.
-async fn env_and_server() -> (TestEnv, Server) {
+/// An env that calls the webhooks, the server answering them, and the metrics it counts calls in.
+async fn env_and_server() -> (TestEnv, Server, Metrics) {
     let env = TestEnv::builder()
         .crds(crds())
         .webhook_manifests_yaml(webhook_manifests())
         .start()
         .await;
     let address = format!("127.0.0.1:{}", env.webhook_port()).parse().unwrap();
-    let server = Server::start(registry(), &address, cert_files(&env.webhook_cert_dir()))
+    let metrics = Metrics::new();
+    let webhooks = registered(Webhooks::with_metrics(metrics.clone()));
+    let server = Server::start(webhooks, &address, cert_files(&env.webhook_cert_dir()))
         .await
         .expect("the webhook server starts with the env's certificate");
-    (env, server)
+    (env, server, metrics)
 }
 
 fn gadget(name: &str, spec: serde_json::Value) -> v1alpha1::Gadget {
@@ -209,7 +215,7 @@ fn refusal<T: std::fmt::Debug>(result: kube::Result<T>) -> String {
 
 #[tokio::test]
 async fn the_api_server_calls_the_defaulting_and_validating_webhooks() {
-    let (env, _server) = env_and_server().await;
+    let (env, _server, metrics) = env_and_server().await;
     let gadgets: Api<v1alpha1::Gadget> = Api::default_namespaced(env.client());
     let pp = PostParams::default();
 
@@ -292,11 +298,28 @@ async fn the_api_server_calls_the_defaulting_and_validating_webhooks() {
             .any(|w| w.contains("spec.size 7 is unlucky")),
         "{warnings:?}"
     );
+
+    // Every call was counted, refusals included (they are answered with 200 too).
+    let text = metrics.encode();
+    let validate = webhook::validate_path::<v1alpha1::Gadget>();
+    let calls = format!(
+        "controller_runtime_webhook_requests_total{{webhook=\"{validate}\",code=\"200\"}} "
+    );
+    let line = text.lines().find(|l| l.starts_with(&calls));
+    let count: u64 = line
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0);
+    // Creates (5, two refused), updates (3, two refused), deletes (2, one refused).
+    assert!(count >= 10, "{count} validations counted:\n{text}");
+    assert!(
+        text.contains("controller_runtime_webhook_latency_seconds_count{webhook=\"/mutate-"),
+        "{text}"
+    );
 }
 
 #[tokio::test]
 async fn the_api_server_converts_through_the_webhook() {
-    let (env, _server) = env_and_server().await;
+    let (env, _server, _metrics) = env_and_server().await;
     let alpha: Api<v1alpha1::Gadget> = Api::default_namespaced(env.client());
     let hub: Api<v1::Gadget> = Api::default_namespaced(env.client());
 
