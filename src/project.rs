@@ -81,6 +81,12 @@ pub struct Resource {
     /// kind's own controller is named after the lowercase kind.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub controllers: Vec<Controller>,
+    /// A Kubernetes built-in kind (Deployment, ConfigMap, ...): the project has a controller for it but
+    /// not its type, which comes from k8s-openapi.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub core: bool,
+    /// Empty for built-in kinds of groups without a domain (`apps`, `batch`, the core group).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub domain: String,
     pub group: String,
     pub kind: String,
@@ -237,7 +243,11 @@ impl Project {
 
     /// API groups in use, without the domain.
     pub fn groups(&self) -> impl Iterator<Item = &str> {
-        self.resources.iter().map(|r| r.group.as_str())
+        // Built-in kinds live in k8s-openapi, not in the project's API modules.
+        self.resources
+            .iter()
+            .filter(|r| !r.core)
+            .map(|r| r.group.as_str())
     }
 }
 

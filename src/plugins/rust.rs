@@ -10,6 +10,7 @@ use std::path::Path;
 use anyhow::{Result, bail};
 use serde::Serialize;
 
+use crate::core_types::{self, CoreType};
 use crate::model::{ControllerName, Domain, Group, Kind, Plural, ProjectName, Version};
 use crate::project::{self, Api, Project, Resource};
 use crate::scaffold::{IfExists, Insertion, Plan};
@@ -130,6 +131,10 @@ pub struct ApiContext {
     /// The plural as a Rust identifier.
     pub plural_snake: String,
     pub namespaced: bool,
+    /// The group in RBAC markers: the qualified group, or `core` for the legacy group.
+    pub rbac_group: String,
+    /// For a Kubernetes built-in kind, its Rust type in k8s-openapi.
+    pub core_path: Option<String>,
     /// `cache/` in a multigroup project, else empty: the group's directory under `src/api/` and
     /// `src/controller/`.
     pub group_path: String,
@@ -212,11 +217,19 @@ pub fn create_api(dir: &Path, options: &ApiOptions) -> Result<Plan> {
 pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
     let mut project = Project::load(dir)?;
     let domain: Domain = project.domain.parse()?;
-    let qualified_group = options.group.qualified(&domain)?;
+    let existing = project
+        .find(&options.group, &options.version, &options.kind)
+        .cloned();
+    let core = core_type(options, existing.as_ref())?;
+    let qualified_group = match core {
+        Some(core) => core.api_group(),
+        None => options.group.qualified(&domain)?,
+    };
     if project.multigroup {
         check_group_module(&project, &options.group)?;
         check_kind_in_one_group(&project, &options.group, &options.kind)?;
-    } else {
+    } else if options.resource {
+        // Only a new type adds a group: a controller is for a type PROJECT has, or a built-in kind.
         check_single_group(&project, &options.group)?;
     }
     let kind_lower = options.kind.as_str().to_lowercase();
@@ -231,9 +244,6 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
         );
     }
 
-    let existing = project
-        .find(&options.group, &options.version, &options.kind)
-        .cloned();
     let gvk = format!(
         "`{}/{}, Kind={}`",
         qualified_group, options.version, options.kind
@@ -266,10 +276,29 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
             );
         }
     }
-    if !options.resource && existing.as_ref().and_then(|r| r.api.as_ref()).is_none() {
+    if !options.resource
+        && core.is_none()
+        && existing.as_ref().and_then(|r| r.api.as_ref()).is_none()
+    {
+        let known = core_types::versions(options.group.as_str(), options.kind.as_str());
+        let help = if known.is_empty() {
+            "drop `--resource=false` to scaffold the type too, or name a Kubernetes built-in kind (e.g. `--group apps --version v1 --kind Deployment`)".to_string()
+        } else {
+            format!(
+                "the built-in `{}` `{}` is at `--version {}` in k8s-openapi {}",
+                options.group,
+                options.kind,
+                known.join("` or `--version "),
+                versions::K8S_OPENAPI
+            )
+        };
+        let shown = if core_types::is_core_group(options.group.as_str()) {
+            format!("`{}/{}, Kind={}`", options.group, options.version, options.kind)
+        } else {
+            gvk
+        };
         bail!(
-            "`--resource=false` needs the API type to exist, but `{}` is not in PROJECT\nhelp: drop `--resource=false` to scaffold the type too",
-            options.kind
+            "`--resource=false` needs the API type to exist, but {shown} is neither in PROJECT nor a Kubernetes built-in kind\nhelp: {help}"
         );
     }
     if !options.resource && !options.controller {
@@ -283,10 +312,13 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
     }
 
     let default_plural = options.kind.default_plural();
-    let plural = options
-        .plural
-        .clone()
-        .unwrap_or_else(|| default_plural.clone());
+    let plural = match core {
+        Some(core) => core.plural.parse()?,
+        None => options
+            .plural
+            .clone()
+            .unwrap_or_else(|| default_plural.clone()),
+    };
     let base = ProjectContext::new(&project)?;
     let multigroup = project.multigroup;
     let group_snake = options.group.snake();
@@ -312,7 +344,13 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
         kind_upper: options.kind.as_str().to_uppercase(),
         plural: plural.to_string(),
         plural_snake: plural.as_str().replace('-', "_"),
-        namespaced: options.namespaced,
+        namespaced: core.map_or(options.namespaced, |core| core.namespaced),
+        rbac_group: if qualified_group.is_empty() {
+            "core".to_string()
+        } else {
+            qualified_group.clone()
+        },
+        core_path: core.map(|core| core.path.to_string()),
         api_path: format!("api::{group_rel}{}", options.version),
         controller_rel: format!("{group_rel}{controller_module}"),
         controller_name: if multigroup {
@@ -338,7 +376,14 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
         if multigroup {
             plan.add_set("controller-group", &context)?;
         }
-        plan.add_set("controller", &context)?;
+        plan.add_set(
+            if core.is_some() {
+                "controller-core"
+            } else {
+                "controller"
+            },
+            &context,
+        )?;
     }
     wire(&mut plan, &base, &api, options)?;
 
@@ -363,13 +408,14 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
         },
         controller: false,
         controllers: Vec::new(),
-        domain: domain.to_string(),
+        core: core.is_some(),
+        domain: core.map_or_else(|| domain.to_string(), |core| core.domain.to_string()),
         group: options.group.to_string(),
         kind: options.kind.to_string(),
-        path: Some(format!(
-            "{}::{}::{}",
-            base.crate_name, api.api_path, options.kind
-        )),
+        path: Some(match core {
+            Some(core) => core.path.to_string(),
+            None => format!("{}::{}::{}", base.crate_name, api.api_path, options.kind),
+        }),
         plural: (plural != default_plural).then(|| plural.to_string()),
         version: options.version.to_string(),
     };
@@ -383,6 +429,34 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
         domain,
         force: options.force,
     })
+}
+
+/// The Kubernetes built-in kind `create api` is about, if any: with `--resource=false`, a kind PROJECT
+/// has no type for and k8s-openapi has. Scaffolding a type of one's own that would shadow a built-in kind
+/// is refused.
+fn core_type(
+    options: &ApiOptions,
+    existing: Option<&Resource>,
+) -> Result<Option<&'static CoreType>> {
+    let (group, version, kind) = (
+        options.group.as_str(),
+        options.version.as_str(),
+        options.kind.as_str(),
+    );
+    let core = core_types::find(group, version, kind);
+    if options.resource {
+        if let Some(core) = core {
+            bail!(
+                "`{group}/{version}, Kind={kind}` is a Kubernetes built-in kind (`{}`): a type of the same name would shadow it\nhelp: pass `--resource=false` to scaffold a controller for the built-in kind, or choose another kind",
+                core.path
+            );
+        }
+        return Ok(None);
+    }
+    if existing.is_some_and(|r| r.api.is_some()) {
+        return Ok(None);
+    }
+    Ok(core)
 }
 
 /// One group per project unless it is multigroup: `src/api/<version>/` has no room for a second
