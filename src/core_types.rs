@@ -65,7 +65,10 @@ mod tests {
     fn finds_the_kinds_kubebuilder_users_scaffold_controllers_for() {
         let deployment = find("apps", "v1", "Deployment").unwrap();
         assert_eq!(deployment.path, "k8s_openapi::api::apps::v1::Deployment");
-        assert_eq!((deployment.plural, deployment.namespaced), ("deployments", true));
+        assert_eq!(
+            (deployment.plural, deployment.namespaced),
+            ("deployments", true)
+        );
         assert_eq!(deployment.api_group(), "apps");
 
         let pod = find("core", "v1", "Pod").unwrap();

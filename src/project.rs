@@ -264,6 +264,7 @@ mod tests {
             }),
             controller: true,
             controllers: Vec::new(),
+            core: false,
             domain: "example.com".into(),
             group: "cache".into(),
             kind: "Memcached".into(),

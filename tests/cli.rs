@@ -374,6 +374,144 @@ fn sources(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 
 /// The project at `dir` rebuilt from its PROJECT file by `alpha generate` into a fresh directory
 /// (returned with the temporary directory that holds it, which must outlive its use).
+#[test]
+fn a_controller_for_a_built_in_kind_uses_the_k8s_openapi_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(
+        d,
+        &[
+            "init",
+            "--domain",
+            "example.com",
+            "--project-name",
+            "watcher",
+        ],
+    );
+    let api = ["create", "api", "--group"];
+    // In PROJECT's order (group, version, kind), so that `alpha generate` replays the same steps. Groups
+    // other than the project's `cache`: a built-in kind adds no API module, so it is no second group.
+    let deployment = [
+        "apps",
+        "--version",
+        "v1",
+        "--kind",
+        "Deployment",
+        "--resource=false",
+    ];
+    ok(d, &[&api[..], &deployment].concat());
+    ok(d, &[&api[..], &["cache", "--kind", "Memcached"]].concat());
+    let cluster_role = [
+        "rbac.authorization",
+        "--version",
+        "v1",
+        "--kind",
+        "ClusterRole",
+        "--resource=false",
+    ];
+    ok(d, &[&api[..], &cluster_role].concat());
+
+    let controller = read(d, "src/controller/deployment.rs");
+    for line in [
+        "use k8s_openapi::api::apps::v1::Deployment;",
+        "// +rustbuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch",
+        "namespace = %object.namespace()",
+    ] {
+        assert!(controller.contains(line), "{line:?} missing:\n{controller}");
+    }
+    let cluster_role = read(d, "src/controller/cluster_role.rs");
+    assert!(
+        cluster_role.contains("groups=rbac.authorization.k8s.io,resources=clusterroles,"),
+        "{cluster_role}"
+    );
+    assert!(
+        !cluster_role.contains("namespace ="),
+        "a cluster-scoped kind has no namespace:\n{cluster_role}"
+    );
+    let main = read(d, "src/main.rs");
+    assert!(
+        main.contains("controllers.add(controller::deployment::run(manager.clone()));"),
+        "{main}"
+    );
+    let test = read(d, "tests/deployment_controller.rs");
+    assert!(
+        test.contains("async fn controller_watches_deployments()"),
+        "{test}"
+    );
+    for absent in [
+        "src/api/v1",
+        "config/samples/apps_v1_deployment.yaml",
+        "config/rbac/deployment_editor_role.yaml",
+    ] {
+        assert!(
+            !d.join(absent).exists(),
+            "{absent} should not exist for a built-in kind"
+        );
+    }
+    // Recorded as Kubebuilder records core types: no `api`, `core: true`, no domain for `apps`.
+    let project = read(d, "PROJECT");
+    for entry in [
+        "- controller: true\n  core: true\n  group: apps\n  kind: Deployment\n  path: k8s_openapi::api::apps::v1::Deployment\n  version: v1\n",
+        "  core: true\n  domain: k8s.io\n  group: rbac.authorization\n",
+    ] {
+        assert!(project.contains(entry), "{entry:?} missing:\n{project}");
+    }
+
+    // `alpha generate` rebuilds the same controllers from PROJECT alone.
+    let (_out, again) = regenerated(d);
+    assert!(
+        sources(&again) == sources(d),
+        "alpha generate made another project"
+    );
+
+    refused(
+        d,
+        &[
+            &api[..],
+            &["apps", "--version", "v1", "--kind", "StatefulSet"],
+        ]
+        .concat(),
+        &[
+            "`apps/v1, Kind=StatefulSet` is a Kubernetes built-in kind",
+            "help: pass `--resource=false`",
+        ],
+    );
+    refused(
+        d,
+        &[
+            &api[..],
+            &[
+                "apps",
+                "--version",
+                "v1beta1",
+                "--kind",
+                "Deployment",
+                "--resource=false",
+            ],
+        ]
+        .concat(),
+        &[
+            "`apps/v1beta1, Kind=Deployment` is neither in PROJECT nor a Kubernetes built-in kind",
+            "help: the built-in `apps` `Deployment` is at `--version v1`",
+        ],
+    );
+    refused(
+        d,
+        &[&api[..], &["cache", "--kind", "Widget", "--resource=false"]].concat(),
+        &[
+            "`cache.example.com/v1alpha1, Kind=Widget` is neither in PROJECT nor a Kubernetes built-in kind",
+        ],
+    );
+    refused(
+        d,
+        &[&api[..], &deployment].concat(),
+        &[
+            "and its controller are in PROJECT",
+            "help: pass `--controller-name <name>`",
+        ],
+    );
+}
+
 fn regenerated(dir: &Path) -> (tempfile::TempDir, PathBuf) {
     let out = tempfile::tempdir().unwrap();
     let output = out.path().join("again");

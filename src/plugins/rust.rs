@@ -293,7 +293,10 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
             )
         };
         let shown = if core_types::is_core_group(options.group.as_str()) {
-            format!("`{}/{}, Kind={}`", options.group, options.version, options.kind)
+            format!(
+                "`{}/{}, Kind={}`",
+                options.group, options.version, options.kind
+            )
         } else {
             gvk
         };
