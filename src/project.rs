@@ -31,6 +31,9 @@ pub struct Project {
     pub layout: Vec<String>,
     #[serde(default, skip_serializing_if = "is_false")]
     pub multigroup: bool,
+    /// The manager watches its own namespace only, with a Role there (`init --namespaced`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub namespaced: bool,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub plugins: BTreeMap<String, PluginConfig>,
     pub project_name: String,
@@ -161,6 +164,7 @@ impl Project {
             domain: domain.to_string(),
             layout: vec![RUST_PLUGIN.to_string()],
             multigroup: false,
+            namespaced: false,
             plugins: BTreeMap::new(),
             project_name: project_name.to_string(),
             repo,

@@ -512,6 +512,106 @@ fn a_controller_for_a_built_in_kind_uses_the_k8s_openapi_type() {
     );
 }
 
+#[test]
+fn a_namespaced_project_gets_a_role_and_watches_its_namespace() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let init = [
+        "init",
+        "--domain",
+        "example.com",
+        "--project-name",
+        "tenant",
+        "--namespaced",
+    ];
+    ok(d, &init);
+    ok(
+        d,
+        &["create", "api", "--group", "cache", "--kind", "Memcached"],
+    );
+    ok(
+        d,
+        &[
+            "create",
+            "api",
+            "--group",
+            "apps",
+            "--version",
+            "v1",
+            "--kind",
+            "Deployment",
+            "--resource=false",
+        ],
+    );
+
+    let project = read(d, "PROJECT");
+    assert!(project.contains("\nnamespaced: true\n"), "{project}");
+    let binding = read(d, "config/rbac/role_binding.yaml");
+    assert!(binding.contains("kind: RoleBinding\n"), "{binding}");
+    assert!(
+        binding.contains("  kind: Role\n  name: manager-role\n"),
+        "{binding}"
+    );
+    let manager = read(d, "config/manager/manager.yaml");
+    assert!(
+        manager.contains("- name: WATCH_NAMESPACE\n          valueFrom:\n            fieldRef:\n              fieldPath: metadata.namespace\n"),
+        "{manager}"
+    );
+    let e2e = read(d, "tests/e2e/main.rs");
+    assert!(
+        e2e.contains(".env(\"WATCH_NAMESPACE\", NAMESPACE)"),
+        "{e2e}"
+    );
+    let controller = read(d, "src/controller/memcached.rs");
+    assert!(
+        controller.contains(".controller(manager.api::<Memcached>(), \"memcached\")"),
+        "{controller}"
+    );
+
+    // The manager's Role grants nothing outside its namespace, so a cluster-scoped kind is refused.
+    refused(
+        d,
+        &[
+            "create",
+            "api",
+            "--group",
+            "cache",
+            "--kind",
+            "Shard",
+            "--namespaced=false",
+        ],
+        &[
+            "is cluster-scoped, and this project's manager watches its own namespace only",
+            "help: scaffold a namespaced kind",
+        ],
+    );
+    refused(
+        d,
+        &[
+            "create",
+            "api",
+            "--group",
+            "core",
+            "--version",
+            "v1",
+            "--kind",
+            "Node",
+            "--resource=false",
+        ],
+        &["`core/v1, Kind=Node` is cluster-scoped"],
+    );
+
+    // A project without `--namespaced` keeps cluster-wide RBAC and no WATCH_NAMESPACE.
+    let plain = memcached_project();
+    let binding = read(plain.path(), "config/rbac/role_binding.yaml");
+    assert!(
+        binding.starts_with("apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\n"),
+        "{binding}"
+    );
+    assert!(!read(plain.path(), "config/manager/manager.yaml").contains("WATCH_NAMESPACE"));
+    assert!(!read(plain.path(), "tests/e2e/main.rs").contains("WATCH_NAMESPACE"));
+}
+
 fn regenerated(dir: &Path) -> (tempfile::TempDir, PathBuf) {
     let out = tempfile::tempdir().unwrap();
     let output = out.path().join("again");

@@ -36,6 +36,7 @@ pub fn generate(project: &Project, output: &Path) -> Result<()> {
         owner: rust_plugin.and_then(|p| p.owner.clone()),
         license: rust::License::from_key(rust_plugin.and_then(|p| p.license.as_deref()))?,
         multigroup: project.multigroup,
+        namespaced: project.namespaced,
     };
     rust::init(output, &init_options)?.apply()?;
     for resource in &project.resources {

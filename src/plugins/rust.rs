@@ -55,6 +55,8 @@ pub struct InitOptions {
     pub license: License,
     /// APIs under `src/api/<group>/<version>/`, controllers under `src/controller/<group>/`.
     pub multigroup: bool,
+    /// A manager that watches its own namespace only (`WATCH_NAMESPACE`), with a Role there.
+    pub namespaced: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -88,6 +90,8 @@ struct ProjectContext {
     k8s_openapi_feature: &'static str,
     kubernetes_version: &'static str,
     multigroup: bool,
+    /// The manager watches one namespace (`init --namespaced`).
+    namespaced_manager: bool,
 }
 
 impl ProjectContext {
@@ -111,6 +115,7 @@ impl ProjectContext {
             k8s_openapi_feature: versions::K8S_OPENAPI_FEATURE,
             kubernetes_version: versions::KUBERNETES,
             multigroup: project.multigroup,
+            namespaced_manager: project.namespaced,
         })
     }
 }
@@ -193,6 +198,7 @@ pub fn init(dir: &Path, options: &InitOptions) -> Result<Plan> {
         options.repo.clone(),
     );
     project.multigroup = options.multigroup;
+    project.namespaced = options.namespaced;
     let rust = project
         .plugins
         .entry(project::RUST_PLUGIN.to_string())
@@ -244,10 +250,12 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
         );
     }
 
-    let gvk = format!(
-        "`{}/{}, Kind={}`",
-        qualified_group, options.version, options.kind
-    );
+    // Built-in kinds are named as on the command line (`core/v1`), own ones with their full group.
+    let shown_group = match core {
+        Some(_) => options.group.to_string(),
+        None => qualified_group.clone(),
+    };
+    let gvk = format!("`{shown_group}/{}, Kind={}`", options.version, options.kind);
     if let Some(existing) = &existing
         && !options.force
     {
@@ -309,6 +317,18 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
             "nothing to scaffold: both `--resource` and `--controller` are false\nhelp: leave one of them on"
         );
     }
+    // The kind's scope: a built-in kind's own, that of the type in PROJECT when it is not scaffolded
+    // now, else `--namespaced`.
+    let namespaced = match (core, &existing) {
+        (Some(core), _) => core.namespaced,
+        (None, Some(Resource { api: Some(api), .. })) if !options.resource => api.namespaced,
+        _ => options.namespaced,
+    };
+    if project.namespaced && !namespaced && options.controller {
+        bail!(
+            "{gvk} is cluster-scoped, and this project's manager watches its own namespace only (`namespaced: true` in PROJECT): its Role grants nothing outside that namespace\nhelp: scaffold a namespaced kind, or `--controller=false` for the type alone"
+        );
+    }
     let controller_module = named.map_or_else(|| options.kind.snake(), ControllerName::snake);
     if options.controller {
         check_controller_module(&project, options, named, &controller_module)?;
@@ -347,7 +367,7 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
         kind_upper: options.kind.as_str().to_uppercase(),
         plural: plural.to_string(),
         plural_snake: plural.as_str().replace('-', "_"),
-        namespaced: core.map_or(options.namespaced, |core| core.namespaced),
+        namespaced,
         rbac_group: if qualified_group.is_empty() {
             "core".to_string()
         } else {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::runtime::controller::Action;
-use kube::{Api, Client, ResourceExt};
+use kube::{Client, ResourceExt};
 use rustbuilder_runtime::Manager;
 use tracing::info;
 
@@ -34,8 +34,9 @@ pub async fn run(manager: Manager) {
     let ctx = Arc::new(Context {
         client: manager.client(),
     });
+    // Every Deployment the manager watches: cluster-wide, or in `--watch-namespace` only.
     manager
-        .controller(Api::<Deployment>::all(manager.client()), "apps-deployment")
+        .controller(manager.api::<Deployment>(), "apps-deployment")
         .run(reconcile, ctx)
         .await;
 }

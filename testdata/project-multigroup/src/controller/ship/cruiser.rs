@@ -33,8 +33,9 @@ pub async fn run(manager: Manager) {
     let ctx = Arc::new(Context {
         client: manager.client(),
     });
+    // Every Cruiser the manager watches: cluster-wide, or in `--watch-namespace` only.
     manager
-        .controller(Api::<Cruiser>::all(manager.client()), "ship-cruiser")
+        .controller(manager.api::<Cruiser>(), "ship-cruiser")
         .run(reconcile, ctx)
         .await;
 }
