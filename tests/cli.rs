@@ -612,6 +612,92 @@ fn a_namespaced_project_gets_a_role_and_watches_its_namespace() {
     assert!(!read(plain.path(), "tests/e2e/main.rs").contains("WATCH_NAMESPACE"));
 }
 
+#[test]
+fn edit_namespaced_gives_what_init_namespaced_gives_and_back() {
+    let deploy_image = [
+        "create",
+        "api",
+        "--group",
+        "cache",
+        "--kind",
+        "Memcached",
+        "--plugins",
+        "deploy-image/v1-alpha",
+        "--image",
+        "memcached:1.6.26-alpine3.19",
+        "--image-container-port",
+        "11211",
+    ];
+    let project = |extra: &[&str]| {
+        let dir = tempfile::tempdir().unwrap();
+        let init = [
+            "init",
+            "--domain",
+            "example.com",
+            "--project-name",
+            "tenant",
+        ];
+        ok(dir.path(), &[&init[..], extra].concat());
+        ok(dir.path(), &deploy_image);
+        dir
+    };
+    let plain = project(&[]);
+    let namespaced = project(&["--namespaced"]);
+    assert!(tree(plain.path()) != tree(namespaced.path()));
+
+    let edited = project(&[]);
+    ok(edited.path(), &["edit", "--namespaced"]);
+    assert!(
+        tree(edited.path()) == tree(namespaced.path()),
+        "edit --namespaced differs from init --namespaced"
+    );
+    let again = rustbuilder(edited.path(), &["edit", "--namespaced"]);
+    assert!(again.status.success() && stderr(&again).contains("already watches its own namespace"));
+    ok(edited.path(), &["edit", "--namespaced=false"]);
+    assert!(
+        tree(edited.path()) == tree(plain.path()),
+        "edit --namespaced=false differs from init"
+    );
+
+    // A file that no longer reads as scaffolded stops the edit; nothing changes.
+    let manager = edited.path().join("config/manager/manager.yaml");
+    let text = std::fs::read_to_string(&manager).unwrap();
+    std::fs::write(
+        &manager,
+        text.replace("- name: LOG_FORMAT", "- name: LOGGING"),
+    )
+    .unwrap();
+    refused(
+        edited.path(),
+        &["edit", "--namespaced"],
+        &[
+            "`config/manager/manager.yaml` does not read as rustbuilder wrote it",
+            "- name: LOG_FORMAT",
+        ],
+    );
+    // A cluster-scoped kind's controller cannot run in a namespace-confined manager.
+    let shards = [
+        "create",
+        "api",
+        "--group",
+        "cache",
+        "--kind",
+        "Shard",
+        "--namespaced=false",
+    ];
+    ok(plain.path(), &shards);
+    refused(
+        plain.path(),
+        &["edit", "--namespaced"],
+        &["the controller of `Shard` watches a cluster-scoped kind"],
+    );
+    refused(
+        plain.path(),
+        &["edit", "--namespaced", "--multigroup"],
+        &["one edit at a time"],
+    );
+}
+
 fn regenerated(dir: &Path) -> (tempfile::TempDir, PathBuf) {
     let out = tempfile::tempdir().unwrap();
     let output = out.path().join("again");

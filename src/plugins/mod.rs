@@ -11,6 +11,7 @@ use crate::scaffold::Plan;
 
 pub mod deploy_image;
 pub mod multigroup;
+pub mod namespaced;
 pub mod rust;
 
 /// Plans `create api`: with the deploy-image controller when `image` is given, else the base one.
