@@ -6,6 +6,7 @@
 //! runtime crates written into projects), `manifests` (running a project's manifest writer).
 
 pub mod cli;
+pub mod core_types;
 pub mod manifests;
 pub mod model;
 pub mod plugins;

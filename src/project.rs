@@ -31,6 +31,9 @@ pub struct Project {
     pub layout: Vec<String>,
     #[serde(default, skip_serializing_if = "is_false")]
     pub multigroup: bool,
+    /// The manager watches its own namespace only, with a Role there (`init --namespaced`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub namespaced: bool,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub plugins: BTreeMap<String, PluginConfig>,
     pub project_name: String,
@@ -81,6 +84,12 @@ pub struct Resource {
     /// kind's own controller is named after the lowercase kind.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub controllers: Vec<Controller>,
+    /// A Kubernetes built-in kind (Deployment, ConfigMap, ...): the project has a controller for it but
+    /// not its type, which comes from k8s-openapi.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub core: bool,
+    /// Empty for built-in kinds of groups without a domain (`apps`, `batch`, the core group).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub domain: String,
     pub group: String,
     pub kind: String,
@@ -155,6 +164,7 @@ impl Project {
             domain: domain.to_string(),
             layout: vec![RUST_PLUGIN.to_string()],
             multigroup: false,
+            namespaced: false,
             plugins: BTreeMap::new(),
             project_name: project_name.to_string(),
             repo,
@@ -237,7 +247,11 @@ impl Project {
 
     /// API groups in use, without the domain.
     pub fn groups(&self) -> impl Iterator<Item = &str> {
-        self.resources.iter().map(|r| r.group.as_str())
+        // Built-in kinds live in k8s-openapi, not in the project's API modules.
+        self.resources
+            .iter()
+            .filter(|r| !r.core)
+            .map(|r| r.group.as_str())
     }
 }
 
@@ -254,6 +268,7 @@ mod tests {
             }),
             controller: true,
             controllers: Vec::new(),
+            core: false,
             domain: "example.com".into(),
             group: "cache".into(),
             kind: "Memcached".into(),

@@ -374,6 +374,330 @@ fn sources(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 
 /// The project at `dir` rebuilt from its PROJECT file by `alpha generate` into a fresh directory
 /// (returned with the temporary directory that holds it, which must outlive its use).
+#[test]
+fn a_controller_for_a_built_in_kind_uses_the_k8s_openapi_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(
+        d,
+        &[
+            "init",
+            "--domain",
+            "example.com",
+            "--project-name",
+            "watcher",
+        ],
+    );
+    let api = ["create", "api", "--group"];
+    // In PROJECT's order (group, version, kind), so that `alpha generate` replays the same steps. Groups
+    // other than the project's `cache`: a built-in kind adds no API module, so it is no second group.
+    let deployment = [
+        "apps",
+        "--version",
+        "v1",
+        "--kind",
+        "Deployment",
+        "--resource=false",
+    ];
+    ok(d, &[&api[..], &deployment].concat());
+    ok(d, &[&api[..], &["cache", "--kind", "Memcached"]].concat());
+    let cluster_role = [
+        "rbac.authorization",
+        "--version",
+        "v1",
+        "--kind",
+        "ClusterRole",
+        "--resource=false",
+    ];
+    ok(d, &[&api[..], &cluster_role].concat());
+
+    let controller = read(d, "src/controller/deployment.rs");
+    for line in [
+        "use k8s_openapi::api::apps::v1::Deployment;",
+        "// +rustbuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch",
+        "namespace = %object.namespace()",
+    ] {
+        assert!(controller.contains(line), "{line:?} missing:\n{controller}");
+    }
+    let cluster_role = read(d, "src/controller/cluster_role.rs");
+    assert!(
+        cluster_role.contains("groups=rbac.authorization.k8s.io,resources=clusterroles,"),
+        "{cluster_role}"
+    );
+    assert!(
+        !cluster_role.contains("namespace ="),
+        "a cluster-scoped kind has no namespace:\n{cluster_role}"
+    );
+    let main = read(d, "src/main.rs");
+    assert!(
+        main.contains("controllers.add(controller::deployment::run(manager.clone()));"),
+        "{main}"
+    );
+    let test = read(d, "tests/deployment_controller.rs");
+    assert!(
+        test.contains("async fn controller_watches_deployments()"),
+        "{test}"
+    );
+    for absent in [
+        "src/api/v1",
+        "config/samples/apps_v1_deployment.yaml",
+        "config/rbac/deployment_editor_role.yaml",
+    ] {
+        assert!(
+            !d.join(absent).exists(),
+            "{absent} should not exist for a built-in kind"
+        );
+    }
+    // Recorded as Kubebuilder records core types: no `api`, `core: true`, no domain for `apps`.
+    let project = read(d, "PROJECT");
+    for entry in [
+        "- controller: true\n  core: true\n  group: apps\n  kind: Deployment\n  path: k8s_openapi::api::apps::v1::Deployment\n  version: v1\n",
+        "  core: true\n  domain: k8s.io\n  group: rbac.authorization\n",
+    ] {
+        assert!(project.contains(entry), "{entry:?} missing:\n{project}");
+    }
+
+    // `alpha generate` rebuilds the same controllers from PROJECT alone.
+    let (_out, again) = regenerated(d);
+    assert!(
+        sources(&again) == sources(d),
+        "alpha generate made another project"
+    );
+
+    refused(
+        d,
+        &[
+            &api[..],
+            &["apps", "--version", "v1", "--kind", "StatefulSet"],
+        ]
+        .concat(),
+        &[
+            "`apps/v1, Kind=StatefulSet` is a Kubernetes built-in kind",
+            "help: pass `--resource=false`",
+        ],
+    );
+    refused(
+        d,
+        &[
+            &api[..],
+            &[
+                "apps",
+                "--version",
+                "v1beta1",
+                "--kind",
+                "Deployment",
+                "--resource=false",
+            ],
+        ]
+        .concat(),
+        &[
+            "`apps/v1beta1, Kind=Deployment` is neither in PROJECT nor a Kubernetes built-in kind",
+            "help: the built-in `apps` `Deployment` is at `--version v1`",
+        ],
+    );
+    refused(
+        d,
+        &[&api[..], &["cache", "--kind", "Widget", "--resource=false"]].concat(),
+        &[
+            "`cache.example.com/v1alpha1, Kind=Widget` is neither in PROJECT nor a Kubernetes built-in kind",
+        ],
+    );
+    refused(
+        d,
+        &[&api[..], &deployment].concat(),
+        &[
+            "and its controller are in PROJECT",
+            "help: pass `--controller-name <name>`",
+        ],
+    );
+}
+
+#[test]
+fn a_namespaced_project_gets_a_role_and_watches_its_namespace() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let init = [
+        "init",
+        "--domain",
+        "example.com",
+        "--project-name",
+        "tenant",
+        "--namespaced",
+    ];
+    ok(d, &init);
+    ok(
+        d,
+        &["create", "api", "--group", "cache", "--kind", "Memcached"],
+    );
+    ok(
+        d,
+        &[
+            "create",
+            "api",
+            "--group",
+            "apps",
+            "--version",
+            "v1",
+            "--kind",
+            "Deployment",
+            "--resource=false",
+        ],
+    );
+
+    let project = read(d, "PROJECT");
+    assert!(project.contains("\nnamespaced: true\n"), "{project}");
+    let binding = read(d, "config/rbac/role_binding.yaml");
+    assert!(binding.contains("kind: RoleBinding\n"), "{binding}");
+    assert!(
+        binding.contains("  kind: Role\n  name: manager-role\n"),
+        "{binding}"
+    );
+    let manager = read(d, "config/manager/manager.yaml");
+    assert!(
+        manager.contains("- name: WATCH_NAMESPACE\n          valueFrom:\n            fieldRef:\n              fieldPath: metadata.namespace\n"),
+        "{manager}"
+    );
+    let e2e = read(d, "tests/e2e/main.rs");
+    assert!(
+        e2e.contains(".env(\"WATCH_NAMESPACE\", NAMESPACE)"),
+        "{e2e}"
+    );
+    let controller = read(d, "src/controller/memcached.rs");
+    assert!(
+        controller.contains(".controller(manager.api::<Memcached>(), \"memcached\")"),
+        "{controller}"
+    );
+
+    // The manager's Role grants nothing outside its namespace, so a cluster-scoped kind is refused.
+    refused(
+        d,
+        &[
+            "create",
+            "api",
+            "--group",
+            "cache",
+            "--kind",
+            "Shard",
+            "--namespaced=false",
+        ],
+        &[
+            "is cluster-scoped, and this project's manager watches its own namespace only",
+            "help: scaffold a namespaced kind",
+        ],
+    );
+    refused(
+        d,
+        &[
+            "create",
+            "api",
+            "--group",
+            "core",
+            "--version",
+            "v1",
+            "--kind",
+            "Node",
+            "--resource=false",
+        ],
+        &["`core/v1, Kind=Node` is cluster-scoped"],
+    );
+
+    // A project without `--namespaced` keeps cluster-wide RBAC and no WATCH_NAMESPACE.
+    let plain = memcached_project();
+    let binding = read(plain.path(), "config/rbac/role_binding.yaml");
+    assert!(
+        binding.starts_with("apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\n"),
+        "{binding}"
+    );
+    assert!(!read(plain.path(), "config/manager/manager.yaml").contains("WATCH_NAMESPACE"));
+    assert!(!read(plain.path(), "tests/e2e/main.rs").contains("WATCH_NAMESPACE"));
+}
+
+#[test]
+fn edit_namespaced_gives_what_init_namespaced_gives_and_back() {
+    let deploy_image = [
+        "create",
+        "api",
+        "--group",
+        "cache",
+        "--kind",
+        "Memcached",
+        "--plugins",
+        "deploy-image/v1-alpha",
+        "--image",
+        "memcached:1.6.26-alpine3.19",
+        "--image-container-port",
+        "11211",
+    ];
+    let project = |extra: &[&str]| {
+        let dir = tempfile::tempdir().unwrap();
+        let init = [
+            "init",
+            "--domain",
+            "example.com",
+            "--project-name",
+            "tenant",
+        ];
+        ok(dir.path(), &[&init[..], extra].concat());
+        ok(dir.path(), &deploy_image);
+        dir
+    };
+    let plain = project(&[]);
+    let namespaced = project(&["--namespaced"]);
+    assert!(tree(plain.path()) != tree(namespaced.path()));
+
+    let edited = project(&[]);
+    ok(edited.path(), &["edit", "--namespaced"]);
+    assert!(
+        tree(edited.path()) == tree(namespaced.path()),
+        "edit --namespaced differs from init --namespaced"
+    );
+    let again = rustbuilder(edited.path(), &["edit", "--namespaced"]);
+    assert!(again.status.success() && stderr(&again).contains("already watches its own namespace"));
+    ok(edited.path(), &["edit", "--namespaced=false"]);
+    assert!(
+        tree(edited.path()) == tree(plain.path()),
+        "edit --namespaced=false differs from init"
+    );
+
+    // A file that no longer reads as scaffolded stops the edit; nothing changes.
+    let manager = edited.path().join("config/manager/manager.yaml");
+    let text = std::fs::read_to_string(&manager).unwrap();
+    std::fs::write(
+        &manager,
+        text.replace("- name: LOG_FORMAT", "- name: LOGGING"),
+    )
+    .unwrap();
+    refused(
+        edited.path(),
+        &["edit", "--namespaced"],
+        &[
+            "`config/manager/manager.yaml` does not read as rustbuilder wrote it",
+            "- name: LOG_FORMAT",
+        ],
+    );
+    // A cluster-scoped kind's controller cannot run in a namespace-confined manager.
+    let shards = [
+        "create",
+        "api",
+        "--group",
+        "cache",
+        "--kind",
+        "Shard",
+        "--namespaced=false",
+    ];
+    ok(plain.path(), &shards);
+    refused(
+        plain.path(),
+        &["edit", "--namespaced"],
+        &["the controller of `Shard` watches a cluster-scoped kind"],
+    );
+    refused(
+        plain.path(),
+        &["edit", "--namespaced", "--multigroup"],
+        &["one edit at a time"],
+    );
+}
+
 fn regenerated(dir: &Path) -> (tempfile::TempDir, PathBuf) {
     let out = tempfile::tempdir().unwrap();
     let output = out.path().join("again");

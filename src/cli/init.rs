@@ -33,6 +33,10 @@ pub struct Args {
     /// Lay the project out for several API groups: `src/api/<group>/<version>/`, `src/controller/<group>/`.
     #[arg(long)]
     pub multigroup: bool,
+    /// A namespace-scoped manager: it watches only its own namespace (`WATCH_NAMESPACE`), with a Role and
+    /// RoleBinding there instead of cluster-wide ones.
+    #[arg(long)]
+    pub namespaced: bool,
     /// Directory to scaffold into; created when missing.
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub dir: PathBuf,
@@ -75,6 +79,7 @@ pub fn run(args: Args) -> Result<()> {
         owner: args.owner,
         license: args.license.into(),
         multigroup: args.multigroup,
+        namespaced: args.namespaced,
     };
     let plan = crate::plugins::rust::init(&args.dir, &options)?;
     shell::written(plan.apply()?);

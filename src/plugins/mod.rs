@@ -11,6 +11,7 @@ use crate::scaffold::Plan;
 
 pub mod deploy_image;
 pub mod multigroup;
+pub mod namespaced;
 pub mod rust;
 
 /// Plans `create api`: with the deploy-image controller when `image` is given, else the base one.
@@ -36,6 +37,7 @@ pub fn generate(project: &Project, output: &Path) -> Result<()> {
         owner: rust_plugin.and_then(|p| p.owner.clone()),
         license: rust::License::from_key(rust_plugin.and_then(|p| p.license.as_deref()))?,
         multigroup: project.multigroup,
+        namespaced: project.namespaced,
     };
     rust::init(output, &init_options)?.apply()?;
     for resource in &project.resources {

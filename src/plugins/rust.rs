@@ -10,6 +10,7 @@ use std::path::Path;
 use anyhow::{Result, bail};
 use serde::Serialize;
 
+use crate::core_types::{self, CoreType};
 use crate::model::{ControllerName, Domain, Group, Kind, Plural, ProjectName, Version};
 use crate::project::{self, Api, Project, Resource};
 use crate::scaffold::{IfExists, Insertion, Plan};
@@ -54,6 +55,8 @@ pub struct InitOptions {
     pub license: License,
     /// APIs under `src/api/<group>/<version>/`, controllers under `src/controller/<group>/`.
     pub multigroup: bool,
+    /// A manager that watches its own namespace only (`WATCH_NAMESPACE`), with a Role there.
+    pub namespaced: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -87,6 +90,8 @@ struct ProjectContext {
     k8s_openapi_feature: &'static str,
     kubernetes_version: &'static str,
     multigroup: bool,
+    /// The manager watches one namespace (`init --namespaced`).
+    namespaced_manager: bool,
 }
 
 impl ProjectContext {
@@ -110,6 +115,7 @@ impl ProjectContext {
             k8s_openapi_feature: versions::K8S_OPENAPI_FEATURE,
             kubernetes_version: versions::KUBERNETES,
             multigroup: project.multigroup,
+            namespaced_manager: project.namespaced,
         })
     }
 }
@@ -130,6 +136,10 @@ pub struct ApiContext {
     /// The plural as a Rust identifier.
     pub plural_snake: String,
     pub namespaced: bool,
+    /// The group in RBAC markers: the qualified group, or `core` for the legacy group.
+    pub rbac_group: String,
+    /// For a Kubernetes built-in kind, its Rust type in k8s-openapi.
+    pub core_path: Option<String>,
     /// `cache/` in a multigroup project, else empty: the group's directory under `src/api/` and
     /// `src/controller/`.
     pub group_path: String,
@@ -188,6 +198,7 @@ pub fn init(dir: &Path, options: &InitOptions) -> Result<Plan> {
         options.repo.clone(),
     );
     project.multigroup = options.multigroup;
+    project.namespaced = options.namespaced;
     let rust = project
         .plugins
         .entry(project::RUST_PLUGIN.to_string())
@@ -212,11 +223,19 @@ pub fn create_api(dir: &Path, options: &ApiOptions) -> Result<Plan> {
 pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
     let mut project = Project::load(dir)?;
     let domain: Domain = project.domain.parse()?;
-    let qualified_group = options.group.qualified(&domain)?;
+    let existing = project
+        .find(&options.group, &options.version, &options.kind)
+        .cloned();
+    let core = core_type(options, existing.as_ref())?;
+    let qualified_group = match core {
+        Some(core) => core.api_group(),
+        None => options.group.qualified(&domain)?,
+    };
     if project.multigroup {
         check_group_module(&project, &options.group)?;
         check_kind_in_one_group(&project, &options.group, &options.kind)?;
-    } else {
+    } else if options.resource {
+        // Only a new type adds a group: a controller is for a type PROJECT has, or a built-in kind.
         check_single_group(&project, &options.group)?;
     }
     let kind_lower = options.kind.as_str().to_lowercase();
@@ -231,13 +250,12 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
         );
     }
 
-    let existing = project
-        .find(&options.group, &options.version, &options.kind)
-        .cloned();
-    let gvk = format!(
-        "`{}/{}, Kind={}`",
-        qualified_group, options.version, options.kind
-    );
+    // Built-in kinds are named as on the command line (`core/v1`), own ones with their full group.
+    let shown_group = match core {
+        Some(_) => options.group.to_string(),
+        None => qualified_group.clone(),
+    };
+    let gvk = format!("`{shown_group}/{}, Kind={}`", options.version, options.kind);
     if let Some(existing) = &existing
         && !options.force
     {
@@ -266,15 +284,49 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
             );
         }
     }
-    if !options.resource && existing.as_ref().and_then(|r| r.api.as_ref()).is_none() {
+    if !options.resource
+        && core.is_none()
+        && existing.as_ref().and_then(|r| r.api.as_ref()).is_none()
+    {
+        let known = core_types::versions(options.group.as_str(), options.kind.as_str());
+        let help = if known.is_empty() {
+            "drop `--resource=false` to scaffold the type too, or name a Kubernetes built-in kind (e.g. `--group apps --version v1 --kind Deployment`)".to_string()
+        } else {
+            format!(
+                "the built-in `{}` `{}` is at `--version {}` in k8s-openapi {}",
+                options.group,
+                options.kind,
+                known.join("` or `--version "),
+                versions::K8S_OPENAPI
+            )
+        };
+        let shown = if core_types::is_core_group(options.group.as_str()) {
+            format!(
+                "`{}/{}, Kind={}`",
+                options.group, options.version, options.kind
+            )
+        } else {
+            gvk
+        };
         bail!(
-            "`--resource=false` needs the API type to exist, but `{}` is not in PROJECT\nhelp: drop `--resource=false` to scaffold the type too",
-            options.kind
+            "`--resource=false` needs the API type to exist, but {shown} is neither in PROJECT nor a Kubernetes built-in kind\nhelp: {help}"
         );
     }
     if !options.resource && !options.controller {
         bail!(
             "nothing to scaffold: both `--resource` and `--controller` are false\nhelp: leave one of them on"
+        );
+    }
+    // The kind's scope: a built-in kind's own, that of the type in PROJECT when it is not scaffolded
+    // now, else `--namespaced`.
+    let namespaced = match (core, &existing) {
+        (Some(core), _) => core.namespaced,
+        (None, Some(Resource { api: Some(api), .. })) if !options.resource => api.namespaced,
+        _ => options.namespaced,
+    };
+    if project.namespaced && !namespaced && options.controller {
+        bail!(
+            "{gvk} is cluster-scoped, and this project's manager watches its own namespace only (`namespaced: true` in PROJECT): its Role grants nothing outside that namespace\nhelp: scaffold a namespaced kind, or `--controller=false` for the type alone"
         );
     }
     let controller_module = named.map_or_else(|| options.kind.snake(), ControllerName::snake);
@@ -283,10 +335,13 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
     }
 
     let default_plural = options.kind.default_plural();
-    let plural = options
-        .plural
-        .clone()
-        .unwrap_or_else(|| default_plural.clone());
+    let plural = match core {
+        Some(core) => core.plural.parse()?,
+        None => options
+            .plural
+            .clone()
+            .unwrap_or_else(|| default_plural.clone()),
+    };
     let base = ProjectContext::new(&project)?;
     let multigroup = project.multigroup;
     let group_snake = options.group.snake();
@@ -312,7 +367,13 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
         kind_upper: options.kind.as_str().to_uppercase(),
         plural: plural.to_string(),
         plural_snake: plural.as_str().replace('-', "_"),
-        namespaced: options.namespaced,
+        namespaced,
+        rbac_group: if qualified_group.is_empty() {
+            "core".to_string()
+        } else {
+            qualified_group.clone()
+        },
+        core_path: core.map(|core| core.path.to_string()),
         api_path: format!("api::{group_rel}{}", options.version),
         controller_rel: format!("{group_rel}{controller_module}"),
         controller_name: if multigroup {
@@ -338,7 +399,14 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
         if multigroup {
             plan.add_set("controller-group", &context)?;
         }
-        plan.add_set("controller", &context)?;
+        plan.add_set(
+            if core.is_some() {
+                "controller-core"
+            } else {
+                "controller"
+            },
+            &context,
+        )?;
     }
     wire(&mut plan, &base, &api, options)?;
 
@@ -363,13 +431,14 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
         },
         controller: false,
         controllers: Vec::new(),
-        domain: domain.to_string(),
+        core: core.is_some(),
+        domain: core.map_or_else(|| domain.to_string(), |core| core.domain.to_string()),
         group: options.group.to_string(),
         kind: options.kind.to_string(),
-        path: Some(format!(
-            "{}::{}::{}",
-            base.crate_name, api.api_path, options.kind
-        )),
+        path: Some(match core {
+            Some(core) => core.path.to_string(),
+            None => format!("{}::{}::{}", base.crate_name, api.api_path, options.kind),
+        }),
         plural: (plural != default_plural).then(|| plural.to_string()),
         version: options.version.to_string(),
     };
@@ -383,6 +452,34 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
         domain,
         force: options.force,
     })
+}
+
+/// The Kubernetes built-in kind `create api` is about, if any: with `--resource=false`, a kind PROJECT
+/// has no type for and k8s-openapi has. Scaffolding a type of one's own that would shadow a built-in kind
+/// is refused.
+fn core_type(
+    options: &ApiOptions,
+    existing: Option<&Resource>,
+) -> Result<Option<&'static CoreType>> {
+    let (group, version, kind) = (
+        options.group.as_str(),
+        options.version.as_str(),
+        options.kind.as_str(),
+    );
+    let core = core_types::find(group, version, kind);
+    if options.resource {
+        if let Some(core) = core {
+            bail!(
+                "`{group}/{version}, Kind={kind}` is a Kubernetes built-in kind (`{}`): a type of the same name would shadow it\nhelp: pass `--resource=false` to scaffold a controller for the built-in kind, or choose another kind",
+                core.path
+            );
+        }
+        return Ok(None);
+    }
+    if existing.is_some_and(|r| r.api.is_some()) {
+        return Ok(None);
+    }
+    Ok(core)
 }
 
 /// One group per project unless it is multigroup: `src/api/<version>/` has no room for a second

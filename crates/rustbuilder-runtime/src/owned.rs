@@ -21,7 +21,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 use tracing::warn;
 
-use crate::manager::Manager;
+use crate::manager::{Manager, WatchScope};
 
 /// The label that marks the objects a manager creates; its value is the manager's name.
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
@@ -76,12 +76,13 @@ where
 impl<K> Owned<K>
 where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    K::Scope: WatchScope,
 {
     /// Starts the watch in the background (until the manager shuts down). Use [`Manager::owned`].
     pub(crate) fn start(manager: &Manager) -> Self {
         let selector = format!("{MANAGED_BY_LABEL}={}", manager.name());
         let config = watcher::Config::default().labels(&selector);
-        let api = Api::<K>::all(manager.client());
+        let api = manager.api::<K>();
         let writer = Writer::<K>::default();
         let store = writer.as_reader();
         let subscribers: Arc<Mutex<Vec<mpsc::UnboundedSender<K>>>> = Arc::default();
@@ -134,7 +135,12 @@ where
             }),
         }
     }
+}
 
+impl<K> Owned<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
     /// A stream of every object the watch sees change or go, from now on: what a controller's
     /// `owns_stream` takes.
     pub(crate) fn subscribe(&self) -> impl Stream<Item = K> + Send + 'static {

@@ -327,3 +327,109 @@ async fn failed_reconciles_back_off_exponentially() {
         .unwrap()
         .unwrap();
 }
+
+/// A manager that watches one namespace (`--watch-namespace`, as `init --namespaced` deploys it) works
+/// with a Role there and nothing else: every list and watch it makes is namespaced. Widgets elsewhere
+/// are left alone.
+#[tokio::test]
+async fn a_namespaced_manager_needs_only_a_role_in_its_namespace() {
+    let env = TestEnv::builder().crd(Widget::crd()).start().await;
+    let admin = env.client();
+    for namespace in ["team-a", "team-b"] {
+        env.create_namespace(namespace).await;
+    }
+    let role: k8s_openapi::api::rbac::v1::Role = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "manager-role", "namespace": "team-a" },
+        "rules": [
+            { "apiGroups": ["test.example.com"], "resources": ["widgets", "widgets/status"],
+              "verbs": ["get", "list", "watch", "patch"] },
+            { "apiGroups": [""], "resources": ["configmaps"],
+              "verbs": ["get", "list", "watch", "create", "patch"] },
+            { "apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"] },
+        ],
+    }))
+    .unwrap();
+    let binding: k8s_openapi::api::rbac::v1::RoleBinding =
+        serde_json::from_value(serde_json::json!({
+            "metadata": { "name": "manager-rolebinding", "namespace": "team-a" },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "manager-role" },
+            "subjects": [{ "kind": "ServiceAccount", "name": "manager", "namespace": "team-a" }],
+        }))
+        .unwrap();
+    let pp = PostParams::default();
+    Api::namespaced(admin.clone(), "team-a")
+        .create(&pp, &role)
+        .await
+        .unwrap();
+    Api::namespaced(admin.clone(), "team-a")
+        .create(&pp, &binding)
+        .await
+        .unwrap();
+    let client = env.service_account_client("team-a", "manager").await;
+    let forbidden = Api::<Widget>::all(client.clone())
+        .list(&ListParams::default())
+        .await;
+    assert!(
+        forbidden.is_err(),
+        "the account may list widgets cluster-wide"
+    );
+
+    let manager = Manager::in_namespace(MANAGER, client.clone(), "team-a");
+    assert_eq!(manager.watch_namespace(), Some("team-a"));
+    let configmaps = manager.owned::<ConfigMap>();
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        events: manager.events(),
+        configmaps: configmaps.clone(),
+        attempts: Mutex::default(),
+        writes: AtomicUsize::new(0),
+        reconciles: AtomicUsize::new(0),
+    });
+    let controllers = manager.controllers();
+    controllers.add(
+        manager
+            .controller(manager.api::<Widget>(), "widget")
+            .owns(configmaps)
+            .run(reconcile, ctx.clone()),
+    );
+    let running = tokio::spawn(async move { controllers.run().await.unwrap() });
+    // Ready means every cache listed: possible only with namespaced lists under this Role.
+    let ready = async || manager.ready().is_ok();
+    assert!(
+        eventually(Duration::from_secs(30), ready).await,
+        "{:?}",
+        manager.ready()
+    );
+
+    for namespace in ["team-b", "team-a"] {
+        Api::<Widget>::namespaced(admin.clone(), namespace)
+            .create(&pp, &widget("w", 2, 0))
+            .await
+            .unwrap();
+    }
+    let mine: Api<Widget> = Api::namespaced(admin.clone(), "team-a");
+    let is_ready = async || {
+        let w = mine.get("w").await.unwrap();
+        conditions::is_true(&w.status.map(|s| s.conditions).unwrap_or_default(), "Ready")
+    };
+    assert!(
+        eventually(Duration::from_secs(30), is_ready).await,
+        "team-a's widget never Ready"
+    );
+    let other = Api::<Widget>::namespaced(admin.clone(), "team-b")
+        .get("w")
+        .await
+        .unwrap();
+    assert!(
+        other.status.is_none(),
+        "team-b's widget was reconciled: {:?}",
+        other.status
+    );
+    let copies = Api::<ConfigMap>::namespaced(admin.clone(), "team-b")
+        .get_opt("w-widget")
+        .await;
+    assert!(copies.unwrap().is_none(), "a ConfigMap was made in team-b");
+
+    manager.shutdown();
+    running.await.unwrap();
+}

@@ -33,9 +33,11 @@ async fn main() -> Result<(), manager::Error> {
     let manager =
         Manager::start(controller::MANAGER_NAME, LEADER_ELECTION_ID, args.manager).await?;
     let controllers = manager.controllers();
+    controllers.add(controller::apps::deployment::run(manager.clone()));
     controllers.add(controller::cache::memcached::run(manager.clone()));
     controllers.add(controller::ship::frigate::run(manager.clone()));
     controllers.add(controller::ship::frigate_audit::run(manager.clone()));
+    controllers.add(controller::ship::cruiser::run(manager.clone()));
     // +rustbuilder:scaffold:controllers
     // Waits for leadership when `--leader-elect` is on, then runs until SIGTERM.
     controllers.run().await

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
+use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 use kube::api::Api;
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
@@ -146,6 +147,11 @@ pub struct ManagerArgs {
     #[arg(long, default_value = "tls.key")]
     pub webhook_cert_key: String,
 
+    /// Watch only the objects of this namespace (a namespace-scoped manager, whose RBAC is a Role there)
+    /// [default: all namespaces].
+    #[arg(long, env = "WATCH_NAMESPACE", value_name = "NAMESPACE")]
+    pub watch_namespace: Option<String>,
+
     /// Log filter in `RUST_LOG` syntax, e.g. `info` or `my_operator=debug,kube=info`.
     #[arg(long, env = "RUST_LOG", default_value = "info")]
     pub log_level: String,
@@ -182,6 +188,8 @@ struct Inner {
     webhooks: Webhooks,
     /// Where [`Controllers::run`] serves the webhooks, if any are registered.
     webhook_server: Option<(BindAddress, tls::CertSource)>,
+    /// The one namespace watched, or `None` for all of them.
+    watch_namespace: Option<String>,
 }
 
 impl fmt::Debug for Manager {
@@ -215,7 +223,11 @@ impl Manager {
                 .unwrap_or_else(pod_namespace);
             (namespace, leader_election_id.to_string())
         });
-        let mut manager = Manager::with_parts(name, client, leader_election);
+        let watch_namespace = watch_namespace(args.watch_namespace.as_deref())?;
+        if let Some(namespace) = &watch_namespace {
+            info!(namespace, "watching one namespace");
+        }
+        let mut manager = Manager::with_parts(name, client, leader_election, watch_namespace);
         Arc::get_mut(&mut manager.inner)
             .expect("not shared yet")
             .webhook_server = Some(webhook_server(&args));
@@ -234,10 +246,20 @@ impl Manager {
     /// handling, no leader election. Tests build one per controller under test and call
     /// [`Manager::shutdown`] to stop it.
     pub fn new(name: &str, client: Client) -> Self {
-        Manager::with_parts(name, client, None)
+        Manager::with_parts(name, client, None, None)
     }
 
-    fn with_parts(name: &str, client: Client, leader_election: Option<(String, String)>) -> Self {
+    /// Like [`Manager::new`], watching the objects of `namespace` only, as `--watch-namespace` does.
+    pub fn in_namespace(name: &str, client: Client, namespace: &str) -> Self {
+        Manager::with_parts(name, client, None, Some(namespace.to_string()))
+    }
+
+    fn with_parts(
+        name: &str,
+        client: Client,
+        leader_election: Option<(String, String)>,
+        watch_namespace: Option<String>,
+    ) -> Self {
         let metrics = Metrics::new();
         let (stop, mut stop_requested) = watch::channel(false);
         let stopped = async move {
@@ -255,6 +277,7 @@ impl Manager {
                 readiness: Mutex::new(Readiness::default()),
                 leader_election,
                 webhook_server: None,
+                watch_namespace,
             }),
         }
     }
@@ -267,6 +290,21 @@ impl Manager {
     /// The API client.
     pub fn client(&self) -> Client {
         self.inner.client.clone()
+    }
+
+    /// The namespace the manager watches (`--watch-namespace`), or `None` when it watches all.
+    pub fn watch_namespace(&self) -> Option<&str> {
+        self.inner.watch_namespace.as_deref()
+    }
+
+    /// An [`Api`] of `K` over what the manager watches: the watched namespace for a namespaced kind
+    /// when `--watch-namespace` is set, else the whole cluster. Give it to [`Manager::controller`].
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: Resource<DynamicType = ()>,
+        K::Scope: WatchScope,
+    {
+        K::Scope::api(self.client(), self.watch_namespace())
     }
 
     /// The metrics served on `/metrics`.
@@ -297,6 +335,7 @@ impl Manager {
             + Send
             + Sync
             + 'static,
+        K::Scope: WatchScope,
     {
         Owned::start(self)
     }
@@ -531,6 +570,53 @@ impl Controllers {
             manager.shutdown();
         }
         result
+    }
+}
+
+/// The scopes of Kubernetes kinds, and what "the objects a manager watches" means for each: a namespaced
+/// kind is listed in the watched namespace (or all), a cluster-scoped kind across the cluster.
+pub trait WatchScope: sealed::Sealed {
+    /// An [`Api`] of `K` for a manager watching `namespace` (or all namespaces).
+    fn api<K>(client: Client, namespace: Option<&str>) -> Api<K>
+    where
+        K: Resource<DynamicType = (), Scope = Self>;
+}
+
+impl WatchScope for NamespaceResourceScope {
+    fn api<K>(client: Client, namespace: Option<&str>) -> Api<K>
+    where
+        K: Resource<DynamicType = (), Scope = Self>,
+    {
+        match namespace {
+            Some(namespace) => Api::namespaced(client, namespace),
+            None => Api::all(client),
+        }
+    }
+}
+
+impl WatchScope for ClusterResourceScope {
+    fn api<K>(client: Client, _namespace: Option<&str>) -> Api<K>
+    where
+        K: Resource<DynamicType = (), Scope = Self>,
+    {
+        Api::all(client)
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for k8s_openapi::NamespaceResourceScope {}
+    impl Sealed for k8s_openapi::ClusterResourceScope {}
+}
+
+/// `--watch-namespace` checked: empty means all namespaces; a list is refused (one watch per kind).
+fn watch_namespace(flag: Option<&str>) -> Result<Option<String>, Error> {
+    match flag.map(str::trim) {
+        None | Some("") => Ok(None),
+        Some(list) if list.contains(',') => Err(Error::Config(format!(
+            "--watch-namespace {list:?}: one namespace only (a comma-separated list is not supported); leave it empty to watch all namespaces"
+        ))),
+        Some(namespace) => Ok(Some(namespace.to_string())),
     }
 }
 

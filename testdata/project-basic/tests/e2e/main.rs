@@ -211,6 +211,8 @@ impl Manager {
             ])
             .env("KUBECONFIG", kubeconfig)
             .env("POD_NAMESPACE", NAMESPACE)
+            // As config/manager sets it: the manager watches its own namespace only.
+            .env("WATCH_NAMESPACE", NAMESPACE)
             .envs(env.iter().copied())
             .spawn()
             .expect("the manager starts");

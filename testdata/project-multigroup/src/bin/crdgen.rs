@@ -16,6 +16,7 @@ fn main() -> ExitCode {
     rustbuilder_runtime::manifests::main(vec![
         api::cache::v1alpha1::Memcached::crd(),
         api::ship::v1beta1::Frigate::crd(),
+        api::ship::v2alpha1::Cruiser::crd(),
         // +rustbuilder:scaffold:crds
     ])
 }

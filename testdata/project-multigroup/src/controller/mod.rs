@@ -7,6 +7,7 @@
 //! it returns once shutdown was requested and its reconciles in flight are done. `rustbuilder create
 //! api` adds the modules at the marker below.
 
+pub mod apps;
 pub mod cache;
 pub mod ship;
 // +rustbuilder:scaffold:controllers

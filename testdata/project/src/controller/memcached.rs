@@ -73,8 +73,9 @@ pub async fn run(manager: Manager) {
         deployments: deployments.clone(),
         image: std::env::var(IMAGE_ENV).unwrap_or_else(|_| DEFAULT_IMAGE.into()),
     });
+    // Every Memcached the manager watches: cluster-wide, or in `--watch-namespace` only.
     manager
-        .controller(Api::<Memcached>::all(manager.client()), "memcached")
+        .controller(manager.api::<Memcached>(), "memcached")
         .owns(deployments)
         .concurrency(MAX_CONCURRENT_RECONCILES)
         .run(reconcile, ctx)

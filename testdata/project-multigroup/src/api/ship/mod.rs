@@ -4,4 +4,5 @@
 //! The ship.example.com API group, one module per version.
 
 pub mod v1beta1;
+pub mod v2alpha1;
 // +rustbuilder:scaffold:versions

@@ -33,8 +33,9 @@ pub async fn run(manager: Manager) {
     let ctx = Arc::new(Context {
         client: manager.client(),
     });
+    // Every Frigate the manager watches: cluster-wide, or in `--watch-namespace` only.
     manager
-        .controller(Api::<Frigate>::all(manager.client()), "ship-frigate")
+        .controller(manager.api::<Frigate>(), "ship-frigate")
         .run(reconcile, ctx)
         .await;
 }

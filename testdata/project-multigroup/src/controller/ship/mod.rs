@@ -3,6 +3,7 @@
 
 //! Controllers of the ship.example.com API group, one module per controller.
 
+pub mod cruiser;
 pub mod frigate;
 pub mod frigate_audit;
 // +rustbuilder:scaffold:controllers
