@@ -35,7 +35,8 @@ async fn the_apiserver_answers_429_and_nothing_is_lost() {
 
 /// The ServiceAccount `ACCOUNT`, bound to the project's ClusterRole.
 async fn service_account(drill: &Drill) {
-    let role = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/project/config/rbac/role.yaml");
+    let role =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/project/config/rbac/role.yaml");
     let applied = drill
         .env
         .kubectl()
@@ -46,7 +47,10 @@ async fn service_account(drill: &Drill) {
     assert!(applied.status.success(), "{applied:?}");
     let accounts: Api<ServiceAccount> = Api::namespaced(drill.client(), NAMESPACE);
     let account = serde_json::from_value(json!({ "metadata": { "name": ACCOUNT } })).unwrap();
-    accounts.create(&PostParams::default(), &account).await.unwrap();
+    accounts
+        .create(&PostParams::default(), &account)
+        .await
+        .unwrap();
     let binding: ClusterRoleBinding = serde_json::from_value(json!({
         "metadata": { "name": ACCOUNT },
         "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "manager-role" },
@@ -54,7 +58,10 @@ async fn service_account(drill: &Drill) {
     }))
     .unwrap();
     let bindings: Api<ClusterRoleBinding> = Api::all(drill.client());
-    bindings.create(&PostParams::default(), &binding).await.unwrap();
+    bindings
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
 }
 
 /// A priority level with the smallest nominal share and a one-request queue, and the FlowSchema that

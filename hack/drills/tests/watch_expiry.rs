@@ -172,7 +172,10 @@ async fn drill() {
             async move {
                 let size = json!({ "spec": { "size": 3 - support::size(i) } });
                 let patch = Patch::Merge(&size);
-                objects.patch(&support::name(i), params, &patch).await.unwrap();
+                objects
+                    .patch(&support::name(i), params, &patch)
+                    .await
+                    .unwrap();
             }
         })
         .await;
