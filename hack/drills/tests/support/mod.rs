@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each drill uses a part
 
+pub mod knobs;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::path::{Path, PathBuf};
