@@ -94,7 +94,7 @@ test-drills: testdata envtest oci-image ## Fault drills (docs/reliability.md), t
 	cargo fmt --manifest-path $(DRILLS) --check
 	CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) cargo build --locked --manifest-path testdata/project/Cargo.toml --bin project
 	CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) cargo clippy --locked --manifest-path $(DRILLS) --all-targets -- -D warnings
-	DRILLS_OPERATOR=$(PROJECTS_TARGET_DIR)/debug/project DRILLS_IMAGE=$(OCI_IMAGE) \
+	DRILLS_OPERATOR=$(PROJECTS_TARGET_DIR)/debug/project DRILLS_IMAGE=$(CURDIR)/$(OCI_IMAGE) \
 	  KUBEBUILDER_ASSETS="$(ASSETS)" CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) \
 	  cargo test --locked --manifest-path $(DRILLS) -- --nocapture
 
