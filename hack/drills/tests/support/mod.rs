@@ -323,7 +323,7 @@ fn status_problems(object: &Memcached) -> Vec<String> {
 
 /// The operator binary: [`OPERATOR_ENV`] (what `make test-drills` passes), else built from
 /// testdata/project into this package's target dir.
-fn operator_binary() -> PathBuf {
+pub fn operator_binary() -> PathBuf {
     if let Some(path) = std::env::var_os(OPERATOR_ENV) {
         return PathBuf::from(path);
     }
