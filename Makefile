@@ -92,23 +92,25 @@ DRILLS := hack/drills/Cargo.toml
 .PHONY: test-drills
 test-drills: testdata envtest oci-image ## Fault drills (docs/reliability.md), the deploy path and the image (docs/deploy.md).
 	cargo fmt --manifest-path $(DRILLS) --check
-	CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) cargo build --locked --manifest-path testdata/project/Cargo.toml --bin project
 	CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) cargo clippy --locked --manifest-path $(DRILLS) --all-targets -- -D warnings
-	DRILLS_OPERATOR=$(PROJECTS_TARGET_DIR)/debug/project DRILLS_IMAGE=$(CURDIR)/$(OCI_IMAGE) \
+	DRILLS_OPERATOR=$(OPERATOR) DRILLS_IMAGE=$(CURDIR)/$(OCI_IMAGE) \
 	  KUBEBUILDER_ASSETS="$(ASSETS)" CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) \
 	  cargo test --locked --manifest-path $(DRILLS) -- --nocapture
 
-# The golden operator's image without Docker (docs/deploy.md): the manager linked statically (glibc's
-# static C runtime on the host's target; no musl toolchain needed), then an OCI image layout.
-HOST_TARGET := $(shell rustc -vV | sed -n 's/^host: //p')
+# The golden operator the drills run and its image holds (docs/deploy.md): a debug build linked
+# statically (glibc's static C runtime; no musl toolchain needed). `cargo rustc` gives the flag to the
+# final link only, so no dependency is rebuilt for it.
+OPERATOR := $(PROJECTS_TARGET_DIR)/debug/project
 OCI_IMAGE := bin/oci/project
 
+.PHONY: operator
+operator: testdata
+	CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) cargo rustc --locked --manifest-path testdata/project/Cargo.toml \
+	  --bin project -- -C target-feature=+crt-static
+
 .PHONY: oci-image
-oci-image: testdata ## The golden operator's container image, built without Docker: an OCI image layout in bin/oci/project.
-	RUSTFLAGS="-C target-feature=+crt-static" CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) \
-	  cargo build --locked --release --target $(HOST_TARGET) --manifest-path testdata/project/Cargo.toml --bin project
-	python3 hack/oci-image.py --binary $(PROJECTS_TARGET_DIR)/$(HOST_TARGET)/release/project \
-	  --output $(OCI_IMAGE) --tag project:latest
+oci-image: operator ## The golden operator's container image, built without Docker: an OCI image layout in bin/oci/project.
+	python3 hack/oci-image.py --binary $(OPERATOR) --output $(OCI_IMAGE) --tag project:latest
 
 DOCS := docs/getting-started.md docs/zh/getting-started.md
 
