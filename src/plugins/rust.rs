@@ -72,9 +72,9 @@ pub struct ApiOptions {
 
 /// Values every template of a project sees.
 #[derive(Debug, Serialize)]
-struct ProjectContext {
+pub(super) struct ProjectContext {
     project_name: String,
-    crate_name: String,
+    pub(super) crate_name: String,
     domain: String,
     repo: String,
     owner: String,
@@ -90,7 +90,7 @@ struct ProjectContext {
 }
 
 impl ProjectContext {
-    fn new(project: &Project) -> Result<Self> {
+    pub(super) fn new(project: &Project) -> Result<Self> {
         let rust = project.plugins.get(project::RUST_PLUGIN);
         let license = License::from_key(rust.and_then(|p| p.license.as_deref()))?;
         let name: ProjectName = project.project_name.parse()?;
@@ -277,6 +277,31 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
             "nothing to scaffold: both `--resource` and `--controller` are false\nhelp: leave one of them on"
         );
     }
+    // The kind at its other versions: one CRD, one controller for all of them.
+    let other_versions: Vec<&Resource> = project
+        .resources
+        .iter()
+        .filter(|r| {
+            r.group == options.group.as_str()
+                && r.kind == options.kind.as_str()
+                && r.version != options.version.as_str()
+        })
+        .collect();
+    if options.controller
+        && named.is_none()
+        && let Some(other) = other_versions.iter().find(|r| r.has_default_controller())
+    {
+        bail!(
+            "`{}` has a controller already, at version {}: one controller reconciles the kind at every version\nhelp: pass `--controller=false` to add only the type of version {}",
+            options.kind,
+            other.version,
+            options.version
+        );
+    }
+    let storage_version = other_versions
+        .iter()
+        .find(|r| r.api.is_some())
+        .map(|r| r.version.clone());
     let controller_module = named.map_or_else(|| options.kind.snake(), ControllerName::snake);
     if options.controller {
         check_controller_module(&project, options, named, &controller_module)?;
@@ -341,6 +366,11 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
         plan.add_set("controller", &context)?;
     }
     wire(&mut plan, &base, &api, options)?;
+    if options.resource
+        && let Some(storage) = storage_version
+    {
+        mark_storage_version(&mut plan, &api, &storage)?;
+    }
 
     let (own, mut others) = match &existing {
         Some(r) => (r.has_default_controller(), r.named_controllers()),
@@ -372,6 +402,7 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
         )),
         plural: (plural != default_plural).then(|| plural.to_string()),
         version: options.version.to_string(),
+        webhooks: existing.as_ref().and_then(|r| r.webhooks.clone()),
     };
     resource.set_controllers(own, others);
     project.upsert(resource);
@@ -387,7 +418,7 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
 
 /// One group per project unless it is multigroup: `src/api/<version>/` has no room for a second
 /// group's types.
-fn check_single_group(project: &Project, group: &Group) -> Result<()> {
+pub(super) fn check_single_group(project: &Project, group: &Group) -> Result<()> {
     if let Some(other) = project.groups().find(|g| *g != group.as_str()) {
         bail!(
             "multiple groups are not allowed: this project already uses group `{other}`, and `{group}` would be a second one\nhelp: run `rustbuilder edit --multigroup` first to move the project to the multigroup layout (`src/api/<group>/<version>/`), or use `--group {other}`"
@@ -575,6 +606,54 @@ fn wire(
         })?;
     }
     Ok(())
+}
+
+/// Names the version etcd stores a kind at in `src/bin/crdgen.rs`, once the kind has several versions:
+/// the one it had first, until `create webhook --conversion` makes another the hub.
+fn mark_storage_version(plan: &mut Plan, api: &ApiContext, storage: &str) -> Result<()> {
+    let crdgen = plan.contents("src/bin/crdgen.rs")?.unwrap_or_default();
+    let group_rel = api
+        .api_path
+        .strip_prefix("api::")
+        .and_then(|p| p.strip_suffix(api.version.as_str()))
+        .unwrap_or_default();
+    if storage_line_of(&crdgen, group_rel, &api.kind).is_some() {
+        return Ok(());
+    }
+    plan.insert(Insertion {
+        path: "src/bin/crdgen.rs",
+        marker: "crdoptions",
+        fragment: storage_fragment(group_rel, &api.kind, storage),
+    })
+}
+
+/// The crdgen lines that name `kind`'s storage version.
+pub(super) fn storage_fragment(group_rel: &str, kind: &str, version: &str) -> String {
+    format!(
+        "    // {kind} has several versions, stored in etcd at one of them (the hub of their conversion).\n    let crds = crds.storage_version::<api::{group_rel}{version}::{kind}>();"
+    )
+}
+
+/// The byte range of the `storage_version::<api::...::Kind>()` call for `kind` in crdgen, if any.
+pub(super) fn storage_line_of(
+    crdgen: &str,
+    group_rel: &str,
+    kind: &str,
+) -> Option<std::ops::Range<usize>> {
+    let prefix = format!("storage_version::<api::{group_rel}");
+    let suffix = format!("::{kind}>()");
+    let mut from = 0;
+    while let Some(at) = crdgen[from..].find(&prefix) {
+        let start = from + at;
+        let end = crdgen[start..].find(">()").map(|e| start + e + 3)?;
+        let call = &crdgen[start..end];
+        let version = &call[prefix.len()..call.len() - suffix.len().min(call.len())];
+        if call.ends_with(&suffix) && !version.contains("::") {
+            return Some(start..end);
+        }
+        from = end;
+    }
+    None
 }
 
 /// Import lines in the order rustfmt keeps them.
