@@ -9,6 +9,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use std::{env, process};
 
+use k8s_openapi::ByteString;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration, WebhookClientConfig,
+};
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -68,6 +72,7 @@ pub struct TestEnv {
     kubeconfig: PathBuf,
     kubectl: PathBuf,
     cluster: bool,
+    webhook_port: u16,
     dir: tempfile::TempDir, // dropped last: removed once every process is gone
 }
 
@@ -87,6 +92,15 @@ pub struct TestEnvBuilder {
     crds: Vec<CustomResourceDefinition>,
     crd_dirs: Vec<PathBuf>,
     cluster: bool,
+    webhook_paths: Vec<PathBuf>,
+    webhook_yaml: Vec<String>,
+}
+
+/// The webhook configurations to register, parsed.
+#[derive(Default)]
+struct WebhookConfigurations {
+    mutating: Vec<MutatingWebhookConfiguration>,
+    validating: Vec<ValidatingWebhookConfiguration>,
 }
 
 /// A child process whose stdout and stderr go to `log`, with what it takes to start it again.
@@ -198,6 +212,26 @@ impl TestEnvBuilder {
         self
     }
 
+    /// Registers the MutatingWebhookConfigurations and ValidatingWebhookConfigurations in `path`: a
+    /// YAML file, or a directory whose `*.yaml` files are read (e.g. `config/webhook`, whose
+    /// `manifests.yaml` `make manifests` writes). Other documents (a Service, a kustomization) are
+    /// skipped.
+    ///
+    /// Each webhook's `clientConfig` is pointed at `https://127.0.0.1:<webhook_port><its path>` with
+    /// this env's CA as `caBundle`, so the API server calls the webhook server the test starts on
+    /// [`TestEnv::webhook_port`] with the certificate in [`TestEnv::webhook_cert_dir`]. CRDs whose
+    /// conversion strategy is `Webhook` are pointed at `/convert` there too, with or without this.
+    pub fn webhook_manifests(mut self, path: impl Into<PathBuf>) -> Self {
+        self.webhook_paths.push(path.into());
+        self
+    }
+
+    /// Like [`webhook_manifests`](Self::webhook_manifests), from YAML text.
+    pub fn webhook_manifests_yaml(mut self, yaml: impl Into<String>) -> Self {
+        self.webhook_yaml.push(yaml.into());
+        self
+    }
+
     /// Starts the control plane and installs the CRDs. Panics, with the end of the failing component's
     /// log, if anything does not come up within a minute.
     pub async fn start(self) -> TestEnv {
@@ -205,7 +239,27 @@ impl TestEnvBuilder {
         for dir in &self.crd_dirs {
             crds.extend(crds_in(dir));
         }
-        TestEnv::launch(self.cluster, crds).await
+        let mut webhooks = WebhookConfigurations::default();
+        for path in &self.webhook_paths {
+            let files = if path.is_dir() {
+                yaml_files(path)
+            } else {
+                vec![path.clone()]
+            };
+            for file in files {
+                let text = fs::read_to_string(&file).unwrap_or_else(|e| {
+                    panic!(
+                        "envtest: cannot read webhook manifests {}: {e}",
+                        file.display()
+                    )
+                });
+                webhooks.read(&text, &file.display().to_string());
+            }
+        }
+        for yaml in &self.webhook_yaml {
+            webhooks.read(yaml, "webhook manifests");
+        }
+        TestEnv::launch(self.cluster, crds, webhooks).await
     }
 }
 
@@ -228,6 +282,25 @@ impl TestEnv {
     /// A client authenticated as an admin (group `system:masters`).
     pub fn client(&self) -> kube::Client {
         self.client.clone()
+    }
+
+    /// The port the API server calls webhooks on (`https://127.0.0.1:<port>`): start the webhook
+    /// server under test there, with the certificate in [`webhook_cert_dir`](Self::webhook_cert_dir).
+    /// Chosen free when the env started; nothing listens on it until the test does.
+    pub fn webhook_port(&self) -> u16 {
+        self.webhook_port
+    }
+
+    /// A directory with `tls.crt` and `tls.key` for the webhook server under test: a certificate for
+    /// 127.0.0.1 and localhost signed by this env's CA, which the webhook configurations and CRD
+    /// conversions trust. E.g. `--webhook-cert-path` of a manager process.
+    pub fn webhook_cert_dir(&self) -> PathBuf {
+        self.dir.path().join(pki::WEBHOOK_DIR)
+    }
+
+    /// The env's CA certificate (PEM), which signed every certificate of the env.
+    pub fn ca_cert(&self) -> PathBuf {
+        self.dir.path().join("ca.crt")
     }
 
     /// The admin kubeconfig, for kubectl or an operator process (`KUBECONFIG=...`).
@@ -380,7 +453,11 @@ impl TestEnv {
         client_for(&self.service_account_kubeconfig(namespace, name).await).await
     }
 
-    async fn launch(cluster: bool, crds: Vec<CustomResourceDefinition>) -> TestEnv {
+    async fn launch(
+        cluster: bool,
+        crds: Vec<CustomResourceDefinition>,
+        webhooks: WebhookConfigurations,
+    ) -> TestEnv {
         // Resolve every binary first: a missing one fails fast, before anything runs.
         let assets = Assets::locate(cluster).await;
         let (etcd, apiserver, kubectl) = (
@@ -426,6 +503,7 @@ impl TestEnv {
             kubeconfig,
             kubectl,
             cluster,
+            webhook_port: free_ports::<1>()[0],
             dir,
         };
         // From here on, a panic drops `env`, which stops whatever already runs.
@@ -487,7 +565,14 @@ impl TestEnv {
         let ns: Api<Namespace> = Api::all(client);
         env.wait_until("namespace default", async || exists(&ns, "default").await)
             .await;
+        // Webhook configurations first: the API server's admission plugins load them in the
+        // background, meanwhile the CRDs are installed.
+        env.register_webhooks(webhooks).await;
         // CRDs before the controller-manager, so its garbage collector knows custom owners.
+        let crds = crds
+            .into_iter()
+            .map(|crd| env.with_conversion_url(crd))
+            .collect();
         env.install_crds(crds).await;
         if let Some(assets) = cluster_assets {
             env.start_cluster_components(assets).await;
@@ -693,6 +778,68 @@ impl TestEnv {
         }
     }
 
+    /// `https://127.0.0.1:<webhook port><path>` with the env's CA: where the API server finds the
+    /// webhook server under test.
+    fn webhook_client_config(&self, path: &str) -> (String, ByteString) {
+        let url = format!("https://127.0.0.1:{}{path}", self.webhook_port);
+        let ca = fs::read(self.ca_cert()).expect("envtest: the CA certificate");
+        (url, ByteString(ca))
+    }
+
+    /// Points a CRD's conversion webhook, if it has one, at the webhook server under test.
+    fn with_conversion_url(&self, mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+        let conversion = crd.spec.conversion.as_mut();
+        let Some(conversion) = conversion.filter(|c| c.strategy == "Webhook") else {
+            return crd;
+        };
+        let webhook = conversion.webhook.get_or_insert_with(Default::default);
+        if webhook.conversion_review_versions.is_empty() {
+            webhook.conversion_review_versions = vec!["v1".into()];
+        }
+        let (url, ca) = self.webhook_client_config("/convert");
+        let config = webhook.client_config.get_or_insert_with(Default::default);
+        (config.url, config.service, config.ca_bundle) = (Some(url), None, Some(ca));
+        crd
+    }
+
+    /// Creates the webhook configurations, each webhook pointed at the webhook server under test.
+    async fn register_webhooks(&self, webhooks: WebhookConfigurations) {
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let point = |config: &mut WebhookClientConfig| {
+            let path = match (&config.service, &config.url) {
+                (Some(service), _) => service.path.clone().unwrap_or_default(),
+                (None, Some(url)) => url_path(url),
+                (None, None) => String::new(),
+            };
+            let (url, ca) = self.webhook_client_config(&path);
+            (config.url, config.service, config.ca_bundle) = (Some(url), None, Some(ca));
+        };
+        let api: Api<MutatingWebhookConfiguration> = Api::all(self.client());
+        for mut config in webhooks.mutating {
+            config
+                .webhooks
+                .iter_mut()
+                .flatten()
+                .for_each(|w| point(&mut w.client_config));
+            let name = config.metadata.name.clone().unwrap_or_default();
+            if let Err(e) = api.patch(&name, &params, &Patch::Apply(&config)).await {
+                panic!("envtest: cannot create MutatingWebhookConfiguration {name:?}: {e}");
+            }
+        }
+        let api: Api<ValidatingWebhookConfiguration> = Api::all(self.client());
+        for mut config in webhooks.validating {
+            config
+                .webhooks
+                .iter_mut()
+                .flatten()
+                .for_each(|w| point(&mut w.client_config));
+            let name = config.metadata.name.clone().unwrap_or_default();
+            if let Err(e) = api.patch(&name, &params, &Patch::Apply(&config)).await {
+                panic!("envtest: cannot create ValidatingWebhookConfiguration {name:?}: {e}");
+            }
+        }
+    }
+
     /// Applies each CRD server-side, then waits until all are Established and listed by discovery
     /// (which kubectl and kube's dynamic clients rely on).
     async fn install_crds(&mut self, crds: Vec<CustomResourceDefinition>) {
@@ -888,6 +1035,37 @@ fn crds_in(dir: &Path) -> Vec<CustomResourceDefinition> {
         }
     }
     crds
+}
+
+impl WebhookConfigurations {
+    /// Adds the webhook configurations among the YAML documents of `text` (from `source`, for errors).
+    fn read(&mut self, text: &str, source: &str) {
+        for document in serde_yaml::Deserializer::from_str(text) {
+            let value = serde_yaml::Value::deserialize(document)
+                .unwrap_or_else(|e| panic!("envtest: {source}: {e}"));
+            let kind = value
+                .get("kind")
+                .and_then(|k| k.as_str())
+                .unwrap_or_default();
+            let what = format!("{source}: {kind}");
+            match kind {
+                "MutatingWebhookConfiguration" => self.mutating.push(from_yaml(value, &what)),
+                "ValidatingWebhookConfiguration" => self.validating.push(from_yaml(value, &what)),
+                _ => {} // e.g. the Service or a kustomization beside them
+            }
+        }
+    }
+}
+
+fn from_yaml<T: DeserializeOwned>(value: serde_yaml::Value, what: &str) -> T {
+    serde_yaml::from_value(value).unwrap_or_else(|e| panic!("envtest: {what}: {e}"))
+}
+
+/// The path of `https://host:port/path`, `` when it has none.
+fn url_path(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    rest.find('/')
+        .map_or(String::new(), |i| rest[i..].to_string())
 }
 
 /// Free loopback ports: bind port 0 and let the OS choose. All listeners are held until every port is

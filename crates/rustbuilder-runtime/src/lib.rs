@@ -29,7 +29,8 @@
 //! error backoff, reconcile metrics, readiness and graceful shutdown without code of its own. The
 //! reconcile function uses the helpers of [`owned`] (a cache of the objects it creates), [`apply`]
 //! (server-side apply that skips no-op writes), [`conditions`] and [`events`]. [`manifests`] writes
-//! the CRDs and the RBAC role that `make manifests` produces.
+//! the CRDs, the RBAC role and the webhook configurations that `make manifests` produces, and
+//! [`webhook`] serves defaulting, validating and conversion webhooks.
 
 #![warn(missing_docs)]
 
@@ -43,5 +44,6 @@ pub mod manifests;
 pub mod metrics;
 pub mod owned;
 pub mod rollout;
+pub mod webhook;
 
 pub use manager::Manager;

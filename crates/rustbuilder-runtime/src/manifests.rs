@@ -1,5 +1,6 @@
-//! The manifests derived from the code, behind `make manifests`: the CRDs, from the Rust types, and the
-//! manager's ClusterRole, from the `// +rustbuilder:rbac:` markers in `src/`.
+//! The manifests derived from the code, behind `make manifests`: the CRDs, from the Rust types; the
+//! manager's ClusterRole, from the `// +rustbuilder:rbac:` markers in `src/`; and the webhook
+//! configurations, from the `// +rustbuilder:webhook:` markers ([`webhooks`]).
 //!
 //! An operator's `src/bin/crdgen.rs` is one call:
 //!
@@ -14,6 +15,33 @@
 //! }
 //! ```
 //!
+//! A kind with several versions gets one CRD listing them all: [`Crds`] merges the CRDs of one name,
+//! stores the version given to [`Crds::storage_version`] (the hub of a conversion), and with
+//! [`Crds::conversion_webhook`] has the API server convert between versions through the operator's
+//! `/convert` webhook:
+//!
+//! ```no_run
+//! use kube::CustomResourceExt;
+//! # mod v1alpha1 {
+//! # #[derive(kube::CustomResource, Clone, Debug, serde::Deserialize, serde::Serialize, schemars::JsonSchema)]
+//! # #[kube(group = "cache.example.com", version = "v1alpha1", kind = "Memcached", namespaced)]
+//! # pub struct MemcachedSpec { size: i32 }
+//! # }
+//! # mod v1 {
+//! # #[derive(kube::CustomResource, Clone, Debug, serde::Deserialize, serde::Serialize, schemars::JsonSchema)]
+//! # #[kube(group = "cache.example.com", version = "v1", kind = "Memcached", namespaced)]
+//! # pub struct MemcachedSpec { replicas: i32 }
+//! # }
+//! use rustbuilder_runtime::manifests::Crds;
+//!
+//! fn main() -> std::process::ExitCode {
+//!     Crds::new([v1alpha1::Memcached::crd(), v1::Memcached::crd()])
+//!         .storage_version::<v1::Memcached>()
+//!         .conversion_webhook::<v1::Memcached>()
+//!         .main()
+//! }
+//! ```
+//!
 //! A marker grants the manager some verbs on some resources, e.g.
 //! `// +rustbuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch` (`core` or `""` is the
 //! core group). Put one next to the code that makes the calls.
@@ -23,7 +51,15 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceConversion, CustomResourceDefinition, ServiceReference, WebhookClientConfig,
+    WebhookConversion,
+};
+use kube::Resource;
+
+pub mod webhooks;
+
+use webhooks::WEBHOOK_FILE;
 
 /// The marker prefix controllers use to declare the permissions they need.
 pub const RBAC_MARKER: &str = "+rustbuilder:rbac:";
@@ -34,52 +70,180 @@ pub const CRD_DIR: &str = "config/crd/bases";
 /// Where the manager's ClusterRole goes, relative to the project.
 pub const ROLE_FILE: &str = "config/rbac/role.yaml";
 
+/// The Service in front of the webhook server, as `config/webhook/service.yaml` names it before
+/// kustomize adds the project's prefix and namespace.
+pub const WEBHOOK_SERVICE: (&str, &str) = ("webhook-service", "system");
+
 const USAGE: &str = "\
 Prints the CustomResourceDefinitions of the project as YAML, or writes the manifests derived from the code.
 
 Usage: crdgen [--write | --check] [--dir DIR]
 
 Options:
-  --write      write config/crd/bases/<group>_<plural>.yaml (removing CRDs of kinds that are gone) and
-               config/rbac/role.yaml (from the `// +rustbuilder:rbac:` markers in src/)
+  --write      write config/crd/bases/<group>_<plural>.yaml (removing CRDs of kinds that are gone),
+               config/rbac/role.yaml (from the `// +rustbuilder:rbac:` markers in src/) and
+               config/webhook/manifests.yaml (from the `// +rustbuilder:webhook:` markers; removed
+               when there are none)
   --check      exit 1 if any of those files is missing or out of date, listing them
   --dir DIR    the project directory [default: .]
   -h, --help   print this help";
 
-/// The whole `crdgen` program: parses the command line and prints or writes the manifests of `crds`.
-///
-/// - no arguments: prints every CRD as YAML documents on stdout (for `kubectl apply -f -`);
-/// - `--write`: writes `config/crd/bases/<group>_<plural>.yaml` and `config/rbac/role.yaml` under
-///   `--dir` (default `.`), and removes CRD files of kinds that are gone;
-/// - `--check`: writes nothing, and exits 1 listing the files `--write` would change.
+/// The whole `crdgen` program for single-version kinds: `Crds::new(crds).main()` (see
+/// [`Crds::main`]).
 pub fn main(crds: Vec<CustomResourceDefinition>) -> ExitCode {
-    let mut mode = Mode::Print;
-    let mut dir = PathBuf::from(".");
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--write" => mode = Mode::Write,
-            "--check" => mode = Mode::Check,
-            "--dir" => match args.next() {
-                Some(value) => dir = value.into(),
-                None => return usage_error("--dir needs a value"),
-            },
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return ExitCode::SUCCESS;
-            }
-            other => match other.strip_prefix("--dir=") {
-                Some(value) => dir = value.into(),
-                None => return usage_error(&format!("unexpected argument `{other}`")),
-            },
+    Crds::new(crds).main()
+}
+
+/// The CRDs of a project, one per kind and version as `Kind::crd()` makes them, merged into one CRD
+/// per kind: what `crdgen` prints and writes.
+#[derive(Clone, Debug, Default)]
+#[must_use = "a builder does nothing until `main()` or `merged()`"]
+pub struct Crds {
+    crds: Vec<CustomResourceDefinition>,
+    /// CRD name → the version stored in etcd.
+    storage: BTreeMap<String, String>,
+    /// CRD names whose versions are converted by the webhook.
+    conversion: BTreeSet<String>,
+}
+
+impl Crds {
+    /// The CRDs, e.g. `[v1alpha1::Memcached::crd(), v1::Memcached::crd(), Other::crd()]`.
+    pub fn new(crds: impl IntoIterator<Item = CustomResourceDefinition>) -> Self {
+        Crds {
+            crds: crds.into_iter().collect(),
+            ..Crds::default()
         }
     }
-    match run(mode, &dir, &crds) {
-        Ok(code) => code,
-        Err(error) => {
-            eprintln!("error: {error}");
-            ExitCode::FAILURE
+
+    /// Stores `K`'s kind at `K`'s version (the hub of its conversion). Needed when the kind has
+    /// several versions.
+    pub fn storage_version<K: Resource<DynamicType = ()>>(mut self) -> Self {
+        let version = K::version(&()).into_owned();
+        self.storage.insert(crd_name::<K>(), version);
+        self
+    }
+
+    /// Has the API server convert `K`'s kind between its versions by calling the operator's
+    /// conversion webhook: `spec.conversion.strategy: Webhook`, through the Service
+    /// `webhook-service` in `system` (kustomize adds the project's prefix and namespace) on
+    /// `/convert`. Any version of the kind names it.
+    pub fn conversion_webhook<K: Resource<DynamicType = ()>>(mut self) -> Self {
+        self.conversion.insert(crd_name::<K>());
+        self
+    }
+
+    /// One CRD per kind, sorted by name: the versions of a kind merged, sorted by name, the storage
+    /// version marked, the conversion webhook set. Errors when a kind has several versions and no
+    /// storage version, or a storage version or conversion names a kind that has no CRD.
+    pub fn merged(&self) -> Result<Vec<CustomResourceDefinition>, String> {
+        let mut by_name: BTreeMap<String, Vec<CustomResourceDefinition>> = BTreeMap::new();
+        for crd in &self.crds {
+            let name = crd.metadata.name.clone().unwrap_or_default();
+            by_name.entry(name).or_default().push(crd.clone());
         }
+        for name in self.storage.keys().chain(&self.conversion) {
+            if !by_name.contains_key(name) {
+                return Err(format!(
+                    "no CRD named {name}\nhelp: pass its `Kind::crd()` to `Crds::new`"
+                ));
+            }
+        }
+        let mut merged = Vec::new();
+        for (name, versions) in by_name {
+            let mut crd = match (versions.len(), self.storage.get(&name)) {
+                (1, None) => versions.into_iter().next().expect("one"),
+                (_, Some(storage)) => kube::core::crd::merge_crds(versions, storage)
+                    .map_err(|e| format!("CRD {name}: {e}"))?,
+                (_, None) => {
+                    let names: Vec<String> = versions
+                        .iter()
+                        .flat_map(|c| c.spec.versions.iter().map(|v| v.name.clone()))
+                        .collect();
+                    return Err(format!(
+                        "CRD {name} has versions {} but no storage version\n\
+                         help: name the hub: `Crds::new(..).storage_version::<vX::Kind>()`",
+                        names.join(", ")
+                    ));
+                }
+            };
+            crd.spec.versions.sort_by(|a, b| a.name.cmp(&b.name));
+            if self.conversion.contains(&name) {
+                crd.spec.conversion = Some(conversion_webhook());
+            }
+            merged.push(crd);
+        }
+        Ok(merged)
+    }
+
+    /// The whole `crdgen` program: parses the command line and prints or writes the manifests.
+    ///
+    /// - no arguments: prints every (merged) CRD as YAML documents on stdout (for
+    ///   `kubectl apply -f -`);
+    /// - `--write`: writes `config/crd/bases/<group>_<plural>.yaml`, `config/rbac/role.yaml` and
+    ///   `config/webhook/manifests.yaml` under `--dir` (default `.`), and removes CRD files of kinds
+    ///   that are gone and the webhook file when no marker is left;
+    /// - `--check`: writes nothing, and exits 1 listing the files `--write` would change.
+    pub fn main(self) -> ExitCode {
+        let mut mode = Mode::Print;
+        let mut dir = PathBuf::from(".");
+        let mut args = std::env::args().skip(1);
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--write" => mode = Mode::Write,
+                "--check" => mode = Mode::Check,
+                "--dir" => match args.next() {
+                    Some(value) => dir = value.into(),
+                    None => return usage_error("--dir needs a value"),
+                },
+                "-h" | "--help" => {
+                    println!("{USAGE}");
+                    return ExitCode::SUCCESS;
+                }
+                other => match other.strip_prefix("--dir=") {
+                    Some(value) => dir = value.into(),
+                    None => return usage_error(&format!("unexpected argument `{other}`")),
+                },
+            }
+        }
+        let crds = match self.merged() {
+            Ok(crds) => crds,
+            Err(error) => {
+                eprintln!("error: {error}");
+                return ExitCode::FAILURE;
+            }
+        };
+        match run(mode, &dir, &crds) {
+            Ok(code) => code,
+            Err(error) => {
+                eprintln!("error: {error}");
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+/// `<plural>.<group>`, the name of `K`'s CRD.
+fn crd_name<K: Resource<DynamicType = ()>>() -> String {
+    format!("{}.{}", K::plural(&()), K::group(&()))
+}
+
+/// Conversion through the webhook Service's `/convert`, with ConversionReview v1.
+fn conversion_webhook() -> CustomResourceConversion {
+    let (name, namespace) = WEBHOOK_SERVICE;
+    CustomResourceConversion {
+        strategy: "Webhook".into(),
+        webhook: Some(WebhookConversion {
+            client_config: Some(WebhookClientConfig {
+                service: Some(ServiceReference {
+                    name: name.into(),
+                    namespace: namespace.into(),
+                    path: Some(crate::webhook::CONVERT_PATH.into()),
+                    port: None,
+                }),
+                ..WebhookClientConfig::default()
+            }),
+            conversion_review_versions: vec!["v1".into()],
+        }),
     }
 }
 
@@ -108,7 +272,12 @@ fn run(mode: Mode, dir: &Path, crds: &[CustomResourceDefinition]) -> Result<Exit
         .map(|(name, yaml)| (Path::new(CRD_DIR).join(name), yaml))
         .collect();
     wanted.push((ROLE_FILE.into(), render_role(&rbac_rules(dir)?)));
-    let gone = stale_crd_files(dir, &wanted)?;
+    let mut gone = stale_crd_files(dir, &wanted)?;
+    match webhooks::render(&webhooks::webhook_markers(dir)?) {
+        Some(text) => wanted.push((WEBHOOK_FILE.into(), text)),
+        None if webhooks::is_generated(&dir.join(WEBHOOK_FILE)) => gone.push(WEBHOOK_FILE.into()),
+        None => {}
+    }
 
     let mut stale = Vec::new();
     for (path, text) in &wanted {
@@ -126,7 +295,7 @@ fn run(mode: Mode, dir: &Path, crds: &[CustomResourceDefinition]) -> Result<Exit
             eprintln!("  {}", path.display());
         }
         for path in &gone {
-            eprintln!("  {} (its kind is gone)", path.display());
+            eprintln!("  {} (to be removed)", path.display());
         }
         return Ok(ExitCode::FAILURE);
     }
@@ -203,29 +372,44 @@ pub struct Rule {
 
 /// Collects the markers of every `.rs` file under `dir/src` into merged, sorted rules.
 pub fn rbac_rules(dir: &Path) -> Result<Vec<Rule>, String> {
+    let mut rules = Vec::new();
+    for (location, body) in markers(dir, RBAC_MARKER)? {
+        rules.push(parse_marker(&body).map_err(|e| format!("{location}: {e}"))?);
+    }
+    Ok(merge(rules))
+}
+
+/// The text after the marker prefix, if `line` is a `// +rustbuilder:rbac:` comment.
+fn marker_body(line: &str) -> Option<&str> {
+    marker_with(line, RBAC_MARKER)
+}
+
+/// The text after `prefix`, if `line` is a `//` comment (not a doc comment) starting with it.
+fn marker_with<'a>(line: &'a str, prefix: &str) -> Option<&'a str> {
+    let comment = line.trim_start().strip_prefix("//")?.trim_start();
+    comment.strip_prefix(prefix)
+}
+
+/// Every `// <prefix>` marker in the `.rs` files under `dir/src`, as (location, body), in file order.
+fn markers(dir: &Path, prefix: &str) -> Result<Vec<(String, String)>, String> {
     let mut files = Vec::new();
     rust_files(&dir.join("src"), &mut files)?;
     files.sort();
-    let mut markers = Vec::new();
+    let mut found = Vec::new();
     for file in &files {
         let text = std::fs::read_to_string(file)
             .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
         let relative = file.strip_prefix(dir).unwrap_or(file);
         for (n, line) in text.lines().enumerate() {
-            if let Some(body) = marker_body(line) {
-                let rule = parse_marker(body)
-                    .map_err(|e| format!("{}:{}: {e}", relative.display(), n + 1))?;
-                markers.push(rule);
+            if let Some(body) = marker_with(line, prefix) {
+                found.push((
+                    format!("{}:{}", relative.display(), n + 1),
+                    body.to_string(),
+                ));
             }
         }
     }
-    Ok(merge(markers))
-}
-
-/// The text after the marker prefix, if `line` is a `// +rustbuilder:rbac:` comment.
-fn marker_body(line: &str) -> Option<&str> {
-    let comment = line.trim_start().strip_prefix("//")?.trim_start();
-    comment.strip_prefix(RBAC_MARKER)
+    Ok(found)
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), String> {

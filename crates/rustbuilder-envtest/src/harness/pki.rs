@@ -6,9 +6,16 @@ use std::path::Path;
 use rcgen::ExtendedKeyUsagePurpose::{ClientAuth, ServerAuth};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
 
-/// Writes a CA (`ca.crt`), a serving cert for 127.0.0.1/localhost (`serving.crt`/`.key`) and an admin
-/// client cert (`admin.crt`/`.key`), both signed by the CA, and a key pair that signs ServiceAccount
-/// tokens (`sa.key`/`sa.pub`). Keys are PKCS#8 ECDSA P-256 PEM, which Go and rustls both read.
+/// The webhook server's certificate directory, relative to the env's.
+pub(super) const WEBHOOK_DIR: &str = "webhook";
+/// `webhook/tls` + `.crt` / `.key`.
+const WEBHOOK_STEM: &str = "webhook/tls";
+
+/// Writes a CA (`ca.crt`), a serving cert for 127.0.0.1/localhost (`serving.crt`/`.key`), another for
+/// the webhook server under test (`webhook/tls.crt`/`tls.key`, the names of a `kubernetes.io/tls`
+/// Secret) and an admin client cert (`admin.crt`/`.key`), all signed by the CA, and a key pair that
+/// signs ServiceAccount tokens (`sa.key`/`sa.pub`). Keys are PKCS#8 ECDSA P-256 PEM, which Go and
+/// rustls both read.
 pub(super) fn write(dir: &Path) {
     let write = |name: &str, pem: String| fs::write(dir.join(name), pem).expect("envtest: PKI");
     let new_key = || KeyPair::generate().expect("envtest: key generation");
@@ -41,6 +48,14 @@ pub(super) fn write(dir: &Path) {
     };
     let server = [(DnType::CommonName, "kube-apiserver")];
     leaf("serving", &["127.0.0.1", "localhost"], &server, ServerAuth);
+    fs::create_dir_all(dir.join(WEBHOOK_DIR)).expect("envtest: PKI");
+    let webhook = [(DnType::CommonName, "webhook-server")];
+    leaf(
+        WEBHOOK_STEM,
+        &["127.0.0.1", "localhost"],
+        &webhook,
+        ServerAuth,
+    );
     let admin = [
         (DnType::CommonName, "envtest-admin"),
         (DnType::OrganizationName, "system:masters"),

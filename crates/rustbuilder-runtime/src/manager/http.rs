@@ -85,7 +85,7 @@ pub async fn serve_probes(
         };
         futures::future::ready(response).boxed()
     });
-    tokio::spawn(serve(listener, None, handler));
+    tokio::spawn(serve(listener, None, handler, futures::future::pending()));
     Ok(Some(bound))
 }
 
@@ -127,7 +127,7 @@ pub async fn serve_metrics(
         }
         .boxed()
     });
-    tokio::spawn(serve(listener, tls, handler));
+    tokio::spawn(serve(listener, tls, handler, futures::future::pending()));
     Ok(Some(bound))
 }
 
@@ -155,9 +155,10 @@ fn verb(method: &Method) -> String {
     }
 }
 
-type Handler = Arc<dyn Fn(Request<Incoming>) -> BoxFuture<'static, Response<String>> + Send + Sync>;
+pub(crate) type Handler =
+    Arc<dyn Fn(Request<Incoming>) -> BoxFuture<'static, Response<String>> + Send + Sync>;
 
-fn text(status: StatusCode, body: &str) -> Response<String> {
+pub(crate) fn text(status: StatusCode, body: &str) -> Response<String> {
     let mut response = Response::new(format!("{body}\n"));
     *response.status_mut() = status;
     let content_type = HeaderValue::from_static("text/plain; charset=utf-8");
@@ -166,7 +167,7 @@ fn text(status: StatusCode, body: &str) -> Response<String> {
 }
 
 /// Binds `address`; `:PORT` means every interface: IPv6 and IPv4 where the host has IPv6, else IPv4.
-async fn listen(address: &BindAddress) -> Result<Option<TcpListener>, Error> {
+pub(crate) async fn listen(address: &BindAddress) -> Result<Option<TcpListener>, Error> {
     let Some(address) = &address.0 else {
         return Ok(None);
     };
@@ -183,17 +184,30 @@ async fn listen(address: &BindAddress) -> Result<Option<TcpListener>, Error> {
     })
 }
 
-fn local_address(listener: &TcpListener, address: &BindAddress) -> Result<SocketAddr, Error> {
+pub(crate) fn local_address(
+    listener: &TcpListener,
+    address: &BindAddress,
+) -> Result<SocketAddr, Error> {
     listener.local_addr().map_err(|source| Error::Bind {
         address: address.to_string(),
         source,
     })
 }
 
-/// Accepts connections forever, each served by its own task.
-async fn serve(listener: TcpListener, tls: Option<TlsAcceptor>, handler: Handler) {
+/// Accepts connections until `stop` resolves, each served by its own task.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    handler: Handler,
+    stop: impl Future<Output = ()>,
+) {
+    let mut stop = std::pin::pin!(stop);
     loop {
-        let (stream, peer) = match listener.accept().await {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = &mut stop => return,
+        };
+        let (stream, peer) = match accepted {
             Ok(accepted) => accepted,
             Err(error) => {
                 // E.g. out of file descriptors: wait a little rather than spin.

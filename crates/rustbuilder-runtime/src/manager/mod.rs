@@ -28,6 +28,7 @@ use crate::controller::Builder;
 use crate::events::Events;
 use crate::metrics::Metrics;
 use crate::owned::Owned;
+use crate::webhook::{self, Webhooks};
 
 pub mod auth;
 pub mod http;
@@ -53,6 +54,10 @@ pub enum Error {
     /// The metrics serving certificate could not be made or loaded.
     #[error("metrics TLS: {0}")]
     Tls(String),
+
+    /// The webhook server could not start, e.g. its serving certificate is missing.
+    #[error("webhook server: {0}")]
+    Webhook(String),
 
     /// A flag value is invalid (e.g. the log filter).
     #[error("invalid configuration: {0}")]
@@ -119,6 +124,28 @@ pub struct ManagerArgs {
     #[arg(long, env = "LEADER_ELECTION_NAMESPACE")]
     pub leader_election_namespace: Option<String>,
 
+    /// Port of the webhook server (HTTPS, every interface). It only listens when webhooks are
+    /// registered.
+    #[arg(long, env = "WEBHOOK_PORT", default_value_t = 9443)]
+    pub webhook_port: u16,
+
+    /// Directory with the webhook serving certificate, e.g. a mounted `kubernetes.io/tls` Secret
+    /// issued by cert-manager.
+    #[arg(
+        long,
+        env = "WEBHOOK_CERT_PATH",
+        default_value = "/tmp/k8s-webhook-server/serving-certs"
+    )]
+    pub webhook_cert_path: PathBuf,
+
+    /// Certificate (chain) file in --webhook-cert-path.
+    #[arg(long, default_value = "tls.crt")]
+    pub webhook_cert_name: String,
+
+    /// Private key file in --webhook-cert-path.
+    #[arg(long, default_value = "tls.key")]
+    pub webhook_cert_key: String,
+
     /// Log filter in `RUST_LOG` syntax, e.g. `info` or `my_operator=debug,kube=info`.
     #[arg(long, env = "RUST_LOG", default_value = "info")]
     pub log_level: String,
@@ -152,6 +179,9 @@ struct Inner {
     readiness: Mutex<Readiness>,
     /// `(namespace, lease name)` when leader election is on.
     leader_election: Option<(String, String)>,
+    webhooks: Webhooks,
+    /// Where [`Controllers::run`] serves the webhooks, if any are registered.
+    webhook_server: Option<(BindAddress, tls::CertSource)>,
 }
 
 impl fmt::Debug for Manager {
@@ -185,7 +215,10 @@ impl Manager {
                 .unwrap_or_else(pod_namespace);
             (namespace, leader_election_id.to_string())
         });
-        let manager = Manager::with_parts(name, client, leader_election);
+        let mut manager = Manager::with_parts(name, client, leader_election);
+        Arc::get_mut(&mut manager.inner)
+            .expect("not shared yet")
+            .webhook_server = Some(webhook_server(&args));
         tokio::spawn(shutdown_on_signal(manager.clone()));
         http::serve_probes(&args.health_probe_bind_address, manager.clone()).await?;
         let tls = if args.metrics_secure && !args.metrics_bind_address.is_off() {
@@ -219,6 +252,8 @@ impl Manager {
                 stopped: stopped.boxed().shared(),
                 readiness: Mutex::new(Readiness::default()),
                 leader_election,
+                webhooks: Webhooks::new(),
+                webhook_server: None,
             }),
         }
     }
@@ -236,6 +271,12 @@ impl Manager {
     /// The metrics served on `/metrics`.
     pub fn metrics(&self) -> &Metrics {
         &self.inner.metrics
+    }
+
+    /// The webhooks this manager serves: register defaulters, validators and conversions here before
+    /// [`Controllers::run`], which starts the webhook server when at least one is registered.
+    pub fn webhooks(&self) -> &Webhooks {
+        &self.inner.webhooks
     }
 
     /// Publishes events as this manager.
@@ -403,7 +444,8 @@ impl Controllers {
     }
 
     /// Runs the controllers until shutdown and returns once they have finished their reconciles in
-    /// flight. With leader election on, first waits to hold the Lease (returning `Ok` if shutdown comes
+    /// flight. First starts the webhook server if webhooks are registered (failing with
+    /// [`Error::Webhook`] when its certificate is missing). With leader election on, first waits to hold the Lease (returning `Ok` if shutdown comes
     /// first), and releases it at the end.
     ///
     /// Fails with [`Error::LeadershipLost`] at once if the Lease is lost (another replica may already
@@ -411,6 +453,14 @@ impl Controllers {
     /// others are then shut down).
     pub async fn run(self) -> Result<(), Error> {
         let manager = self.manager.clone();
+        // Every replica serves webhooks, the leader or not: the API server calls any of them.
+        let _webhook_server = match &manager.inner.webhook_server {
+            Some((address, cert)) if !manager.webhooks().is_empty() => {
+                let webhooks = manager.webhooks().clone();
+                Some(webhook::Server::start(webhooks, address, cert.clone()).await?)
+            }
+            _ => None,
+        };
         let mut leadership = None;
         if let Some((namespace, lease)) = &manager.inner.leader_election {
             let election = LeaderElection::new(&manager, namespace, lease);
@@ -511,6 +561,17 @@ fn init_logging(args: &ManagerArgs) -> Result<(), Error> {
     Ok(())
 }
 
+fn webhook_server(args: &ManagerArgs) -> (BindAddress, tls::CertSource) {
+    let address = format!(":{}", args.webhook_port)
+        .parse()
+        .expect(":PORT is a bind address");
+    let cert = tls::CertSource::Files {
+        cert: args.webhook_cert_path.join(&args.webhook_cert_name),
+        key: args.webhook_cert_path.join(&args.webhook_cert_key),
+    };
+    (address, cert)
+}
+
 fn metrics_cert(args: &ManagerArgs) -> tls::CertSource {
     match &args.metrics_cert_path {
         Some(dir) => tls::CertSource::Files {
@@ -585,6 +646,19 @@ mod tests {
         assert_eq!(args.health_probe_bind_address.to_string(), ":8081");
         assert!(!args.leader_elect);
         assert_eq!(args.log_format, LogFormat::Text);
+        assert_eq!(args.webhook_port, 9443);
+        let (address, cert) = webhook_server(&args);
+        assert_eq!(address.to_string(), ":9443");
+        let tls::CertSource::Files { cert, key } = cert else {
+            panic!("webhook certificates come from files");
+        };
+        assert_eq!(
+            (cert.to_str(), key.to_str()),
+            (
+                Some("/tmp/k8s-webhook-server/serving-certs/tls.crt"),
+                Some("/tmp/k8s-webhook-server/serving-certs/tls.key")
+            )
+        );
 
         let args = Args::try_parse_from([
             "manager",
@@ -592,12 +666,20 @@ mod tests {
             "--metrics-secure=false",
             "--metrics-bind-address=:8443",
             "--log-format=json",
+            "--webhook-port=10443",
+            "--webhook-cert-path=/certs",
+            "--webhook-cert-name=cert.pem",
         ])
         .unwrap()
         .manager;
         assert!(args.leader_elect && !args.metrics_secure);
         assert_eq!(args.metrics_bind_address.to_string(), ":8443");
         assert_eq!(args.log_format, LogFormat::Json);
+        let (address, cert) = webhook_server(&args);
+        assert_eq!(address.to_string(), ":10443");
+        assert!(
+            matches!(cert, tls::CertSource::Files { cert, .. } if cert.to_str() == Some("/certs/cert.pem"))
+        );
         assert!(Args::try_parse_from(["manager", "--metrics-bind-address=8443"]).is_err());
     }
 

@@ -1,8 +1,9 @@
-//! The serving certificate of the metrics endpoint: a mounted one (e.g. issued by cert-manager into a
-//! Secret), re-read when its files change, or else a self-signed one made at start.
+//! The serving certificate of the metrics endpoint and of the webhook server: a mounted one (e.g.
+//! issued by cert-manager into a Secret), re-read when its files change, or else a self-signed one made
+//! at start.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, Weak};
 use std::time::{Duration, SystemTime};
 
 use tokio_rustls::TlsAcceptor;
@@ -36,7 +37,8 @@ pub enum CertSource {
 }
 
 /// A TLS acceptor for HTTP/1.1 with the certificate from `source`. For files, also starts a task that
-/// swaps in a new certificate when the files change (a broken update keeps the old one).
+/// swaps in a new certificate when the files change (a broken update keeps the old one), until the
+/// acceptor is dropped.
 pub fn acceptor(source: CertSource) -> Result<TlsAcceptor, Error> {
     let provider = Arc::new(ring::default_provider());
     let certified = match &source {
@@ -45,7 +47,12 @@ pub fn acceptor(source: CertSource) -> Result<TlsAcceptor, Error> {
     };
     let current = Arc::new(CurrentCert(RwLock::new(Arc::new(certified))));
     if let CertSource::Files { cert, key } = source {
-        tokio::spawn(reload(cert, key, provider.clone(), current.clone()));
+        tokio::spawn(reload(
+            cert,
+            key,
+            provider.clone(),
+            Arc::downgrade(&current),
+        ));
     }
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -61,7 +68,7 @@ fn self_signed(names: &[String], provider: &CryptoProvider) -> Result<CertifiedK
     let generated = rcgen::generate_simple_self_signed(names.to_vec())
         .map_err(|e| Error::Tls(e.to_string()))?;
     let key = PrivateKeyDer::Pkcs8(generated.signing_key.serialize_der().into());
-    info!(?names, "serving metrics with a self-signed certificate");
+    info!(?names, "serving with a self-signed certificate");
     CertifiedKey::from_der(vec![generated.cert.der().clone()], key, provider)
         .map_err(|e| Error::Tls(e.to_string()))
 }
@@ -79,12 +86,12 @@ fn load(cert: &Path, key: &Path, provider: &CryptoProvider) -> Result<CertifiedK
     CertifiedKey::from_der(chain, private_key, provider).map_err(|e| fail(key, &e))
 }
 
-/// Polls the files' modification times and reloads them when they change.
+/// Polls the files' modification times and reloads them when they change, while `current` is in use.
 async fn reload(
     cert: PathBuf,
     key: PathBuf,
     provider: Arc<CryptoProvider>,
-    current: Arc<CurrentCert>,
+    current: Weak<CurrentCert>,
 ) {
     let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
     let stamp =
@@ -92,6 +99,9 @@ async fn reload(
     let mut loaded = stamp(&cert, &key);
     loop {
         tokio::time::sleep(RELOAD_PERIOD).await;
+        let Some(current) = current.upgrade() else {
+            return; // the server is gone
+        };
         let now = stamp(&cert, &key);
         if now == loaded {
             continue;
@@ -100,10 +110,10 @@ async fn reload(
             Ok(certified) => {
                 *current.0.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(certified);
                 loaded = now;
-                info!(cert = %cert.display(), "reloaded the metrics certificate");
+                info!(cert = %cert.display(), "reloaded the serving certificate");
             }
             // Possibly half-written: try again next time, serving the old certificate meanwhile.
-            Err(error) => warn!(%error, "cannot reload the metrics certificate"),
+            Err(error) => warn!(%error, "cannot reload the serving certificate"),
         }
     }
 }

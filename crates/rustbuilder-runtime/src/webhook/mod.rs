@@ -1,0 +1,348 @@
+//! Admission webhooks (defaulting and validation) and conversion webhooks, served over HTTPS to the API
+//! server.
+//!
+//! An operator implements [`Defaulter`] and/or [`Validator`] for a kind, registers them with the
+//! manager's [`Webhooks`], and [`Controllers::run`](crate::manager::Controllers::run) serves them on
+//! `--webhook-port` (9443) with the certificate in `--webhook-cert-path`:
+//!
+//! ```no_run
+//! use rustbuilder_runtime::manager::{Manager, ManagerArgs};
+//! use rustbuilder_runtime::webhook::{Defaulter, Denied, Validation, Validator};
+//! # #[derive(kube::CustomResource, Clone, Debug, serde::Deserialize, serde::Serialize, schemars::JsonSchema)]
+//! # #[kube(group = "cache.example.com", version = "v1alpha1", kind = "Memcached", namespaced)]
+//! # struct MemcachedSpec { size: Option<i32> }
+//!
+//! struct MemcachedWebhook;
+//!
+//! impl Defaulter for MemcachedWebhook {
+//!     type Object = Memcached;
+//!
+//!     fn default(&self, memcached: &mut Memcached) -> Result<(), Denied> {
+//!         memcached.spec.size.get_or_insert(1);
+//!         Ok(())
+//!     }
+//! }
+//!
+//! impl Validator for MemcachedWebhook {
+//!     type Object = Memcached;
+//!
+//!     fn validate_create(&self, memcached: &Memcached) -> Validation {
+//!         match memcached.spec.size {
+//!             Some(size) if size > 5 => Err(Denied::new("spec.size must be at most 5")),
+//!             _ => Ok(vec![]),
+//!         }
+//!     }
+//!
+//!     fn validate_update(&self, _old: &Memcached, new: &Memcached) -> Validation {
+//!         self.validate_create(new)
+//!     }
+//!
+//!     fn validate_delete(&self, _memcached: &Memcached) -> Validation {
+//!         Ok(vec![])
+//!     }
+//! }
+//!
+//! # async fn run(args: ManagerArgs) -> Result<(), rustbuilder_runtime::manager::Error> {
+//! let manager = Manager::start("memcached-operator", "memcached-operator.example.com", args).await?;
+//! manager.webhooks().defaulter(MemcachedWebhook);
+//! manager.webhooks().validator(MemcachedWebhook);
+//! manager.controllers().run().await
+//! # }
+//! ```
+//!
+//! The routes are named as Kubebuilder names them, so the `// +rustbuilder:webhook:` markers (and the
+//! `config/webhook/manifests.yaml` that [`crate::manifests`] writes from them) point at them:
+//! [`mutate_path`] (`/mutate-<group with - for .>-<version>-<kind>`), [`validate_path`]
+//! (`/validate-…`) and [`CONVERT_PATH`] (`/convert`).
+//!
+//! Conversion follows Kubebuilder's hub and spoke model, with Rust's `From`: the hub is the storage
+//! version, each other version (spoke) converts from and into it, and [`Webhooks::conversion`]
+//! registers one spoke. Between two spokes the runtime goes through the hub.
+//!
+//! [`Server`] serves a [`Webhooks`] registry on its own, for tests that do not start a manager.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use kube::Resource;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+mod review;
+mod server;
+
+pub use server::Server;
+
+/// Warnings returned to the client with an admitted object (kubectl prints them).
+pub type Warnings = Vec<String>;
+
+/// The outcome of a validation: admitted with warnings (often none), or refused.
+pub type Validation = Result<Warnings, Denied>;
+
+/// Why an object is refused: the message the user sees from kubectl, after the API server's
+/// `admission webhook "<name>" denied the request: `.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denied {
+    message: String,
+}
+
+impl Denied {
+    /// A refusal with this message.
+    pub fn new(message: impl Into<String>) -> Self {
+        Denied {
+            message: message.into(),
+        }
+    }
+
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl From<String> for Denied {
+    fn from(message: String) -> Self {
+        Denied::new(message)
+    }
+}
+
+impl From<&str> for Denied {
+    fn from(message: &str) -> Self {
+        Denied::new(message)
+    }
+}
+
+impl fmt::Display for Denied {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Denied {}
+
+/// Sets the fields a user left out, when an object of its kind is created or updated (a mutating
+/// webhook). Pure: the object in, the object out; the runtime sends the API server the change as a
+/// JSON patch.
+pub trait Defaulter: Send + Sync + 'static {
+    /// The kind this webhook defaults, e.g. `Memcached`.
+    type Object: Resource<DynamicType = ()>
+        + DeserializeOwned
+        + Serialize
+        + Clone
+        + Send
+        + Sync
+        + 'static;
+
+    /// Sets defaults on `object`. An error refuses the request with its message.
+    fn default(&self, object: &mut Self::Object) -> Result<(), Denied>;
+}
+
+/// Admits or refuses objects of its kind when they are created, updated or deleted (a validating
+/// webhook). Runs after every defaulter, on the object as it will be stored.
+pub trait Validator: Send + Sync + 'static {
+    /// The kind this webhook validates, e.g. `Memcached`.
+    type Object: Resource<DynamicType = ()>
+        + DeserializeOwned
+        + Serialize
+        + Clone
+        + Send
+        + Sync
+        + 'static;
+
+    /// Checks a new object.
+    fn validate_create(&self, object: &Self::Object) -> Validation;
+
+    /// Checks a change from `old` to `new`.
+    fn validate_update(&self, old: &Self::Object, new: &Self::Object) -> Validation;
+
+    /// Checks that `object` may be deleted. The API server only asks when the webhook's
+    /// configuration lists the `delete` verb.
+    fn validate_delete(&self, object: &Self::Object) -> Validation;
+}
+
+/// The route of the conversion webhook, which every converted kind shares.
+pub const CONVERT_PATH: &str = "/convert";
+
+/// The route of `K`'s defaulting webhook, as Kubebuilder names it:
+/// `/mutate-cache-example-com-v1alpha1-memcached` for `cache.example.com/v1alpha1` `Memcached`.
+pub fn mutate_path<K: Resource<DynamicType = ()>>() -> String {
+    admission_path("mutate", &K::group(&()), &K::version(&()), &K::kind(&()))
+}
+
+/// The route of `K`'s validating webhook: `/validate-cache-example-com-v1alpha1-memcached`.
+pub fn validate_path<K: Resource<DynamicType = ()>>() -> String {
+    admission_path("validate", &K::group(&()), &K::version(&()), &K::kind(&()))
+}
+
+fn admission_path(prefix: &str, group: &str, version: &str, kind: &str) -> String {
+    let group = group.replace('.', "-");
+    let kind = kind.to_lowercase();
+    format!("/{prefix}-{group}-{version}-{kind}")
+}
+
+/// The webhooks of an operator, by route. Registration takes `&self` and may happen before or after
+/// the server starts; clones share the same registry.
+///
+/// Registering a second defaulter (or validator) for the same kind and version replaces the first.
+#[derive(Clone, Default)]
+pub struct Webhooks {
+    routes: Arc<Mutex<Routes>>,
+}
+
+#[derive(Default)]
+struct Routes {
+    /// Admission handlers by path.
+    admission: BTreeMap<String, review::AdmissionHandler>,
+    /// Conversions by (group, kind).
+    conversions: BTreeMap<(String, String), review::KindConversions>,
+}
+
+impl fmt::Debug for Webhooks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Webhooks")
+            .field("paths", &self.paths())
+            .finish()
+    }
+}
+
+impl Webhooks {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Serves `defaulter` on [`mutate_path`] of its kind.
+    pub fn defaulter<D: Defaulter>(&self, defaulter: D) {
+        let path = mutate_path::<D::Object>();
+        let handler = review::defaulting_handler(defaulter);
+        self.routes().admission.insert(path, handler);
+    }
+
+    /// Serves `validator` on [`validate_path`] of its kind.
+    pub fn validator<V: Validator>(&self, validator: V) {
+        let path = validate_path::<V::Object>();
+        let handler = review::validating_handler(validator);
+        self.routes().admission.insert(path, handler);
+    }
+
+    /// Converts between `Spoke` and `Hub`, two versions of one kind, on [`CONVERT_PATH`]: one call per
+    /// spoke, with the same hub (the storage version) each time. Objects go from one spoke to another
+    /// through the hub.
+    ///
+    /// # Panics
+    ///
+    /// If the two types are not versions of the same group and kind, or if another hub was
+    /// registered for the kind: both are mistakes in the operator's `main`, seen at its first start.
+    pub fn conversion<Spoke, Hub>(&self)
+    where
+        Spoke: Resource<DynamicType = ()> + DeserializeOwned + Serialize + From<Hub> + 'static,
+        Hub: Resource<DynamicType = ()> + DeserializeOwned + Serialize + From<Spoke> + 'static,
+    {
+        let (group, kind) = (Hub::group(&()).into_owned(), Hub::kind(&()).into_owned());
+        let (spoke_group, spoke_kind) = (Spoke::group(&()), Spoke::kind(&()));
+        assert!(
+            spoke_group == group && spoke_kind == kind,
+            "webhook conversion: {spoke_kind}.{spoke_group} and {kind}.{group} are not versions of one kind"
+        );
+        let hub = Hub::version(&()).into_owned();
+        let spoke = Spoke::version(&()).into_owned();
+        assert!(
+            spoke != hub,
+            "webhook conversion: {kind}.{group} {spoke} is the hub itself"
+        );
+        let mut routes = self.routes();
+        let conversions = routes
+            .conversions
+            .entry((group.clone(), kind.clone()))
+            .or_insert_with(|| review::KindConversions::new(hub.clone()));
+        assert!(
+            conversions.hub == hub,
+            "webhook conversion: {kind}.{group} has hub {} already, not {hub}",
+            conversions.hub
+        );
+        conversions
+            .spokes
+            .insert(spoke, review::Converter::new::<Spoke, Hub>());
+    }
+
+    /// Whether nothing is registered: then the manager opens no webhook port and needs no certificate.
+    pub fn is_empty(&self) -> bool {
+        let routes = self.routes();
+        routes.admission.is_empty() && routes.conversions.is_empty()
+    }
+
+    /// The routes served, sorted: every admission path, and [`CONVERT_PATH`] when a conversion is
+    /// registered.
+    pub fn paths(&self) -> Vec<String> {
+        let routes = self.routes();
+        let mut paths: Vec<String> = routes.admission.keys().cloned().collect();
+        if !routes.conversions.is_empty() {
+            paths.push(CONVERT_PATH.to_string());
+        }
+        paths.sort();
+        paths
+    }
+
+    /// Answers one webhook call: the JSON body of an `AdmissionReview` (or, on [`CONVERT_PATH`], a
+    /// `ConversionReview`) in, the review with its response out. `None` when nothing is registered
+    /// on `path`. A body that cannot be read gets a refusal, never a panic.
+    pub fn handle(&self, path: &str, body: &[u8]) -> Option<Vec<u8>> {
+        if path == CONVERT_PATH {
+            let routes = self.routes();
+            if routes.conversions.is_empty() {
+                return None;
+            }
+            return Some(review::convert(&routes.conversions, body));
+        }
+        // Not under the lock: a handler runs user code, which may take its time.
+        let handler = self.routes().admission.get(path).cloned()?;
+        Some(review::admit(&handler, body))
+    }
+
+    fn routes(&self) -> MutexGuard<'_, Routes> {
+        // Registration cannot leave the maps half-updated: a poisoned lock is still usable.
+        self.routes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Pod;
+
+    #[derive(
+        kube::CustomResource,
+        Clone,
+        Debug,
+        serde::Deserialize,
+        serde::Serialize,
+        schemars::JsonSchema,
+    )]
+    #[kube(group = "cache.example.com", version = "v1alpha1", kind = "Memcached")]
+    struct MemcachedSpec {
+        size: i32,
+    }
+
+    #[test]
+    fn paths_are_kubebuilders() {
+        assert_eq!(
+            mutate_path::<Memcached>(),
+            "/mutate-cache-example-com-v1alpha1-memcached"
+        );
+        assert_eq!(
+            validate_path::<Memcached>(),
+            "/validate-cache-example-com-v1alpha1-memcached"
+        );
+        // The core group is empty, as in controller-runtime.
+        assert_eq!(validate_path::<Pod>(), "/validate--v1-pod");
+    }
+
+    #[test]
+    fn denied_from_strings() {
+        let denied: Denied = "no".into();
+        assert_eq!(denied, Denied::new(String::from("no")));
+        assert_eq!(denied.to_string(), "no");
+        assert_eq!(denied.message(), "no");
+    }
+}

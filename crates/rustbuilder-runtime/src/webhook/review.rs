@@ -1,0 +1,727 @@
+//! The webhook calls themselves, without HTTP: an `AdmissionReview` or `ConversionReview` body in, the
+//! review with its response out.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kube::Resource;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
+use kube::core::{DynamicObject, Status};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tracing::{debug, warn};
+
+use super::{Defaulter, Denied, Validation, Validator};
+
+/// One admission route: a request in, its response out.
+pub(super) type AdmissionHandler =
+    Arc<dyn Fn(&AdmissionRequest<DynamicObject>) -> AdmissionResponse + Send + Sync>;
+
+/// Answers an `AdmissionReview` body with `handler`.
+pub(super) fn admit(handler: &AdmissionHandler, body: &[u8]) -> Vec<u8> {
+    let response = match serde_json::from_slice::<AdmissionReview<DynamicObject>>(body) {
+        Ok(review) => match TryInto::<AdmissionRequest<DynamicObject>>::try_into(review) {
+            Ok(request) => handler(&request),
+            Err(error) => bad_request(AdmissionResponse::invalid(""), &error.to_string()),
+        },
+        Err(error) => {
+            let message = format!("cannot read the AdmissionReview: {error}");
+            bad_request(AdmissionResponse::invalid(""), &message)
+        }
+    };
+    to_json(&response.into_review())
+}
+
+/// The handler of a [`Defaulter`]: defaults the object of a create or update and answers with the
+/// change as a JSON patch; lets anything else through.
+pub(super) fn defaulting_handler<D: Defaulter>(defaulter: D) -> AdmissionHandler {
+    Arc::new(move |request| {
+        let response = AdmissionResponse::from(request);
+        let Some(object) = &request.object else {
+            return response; // a delete: nothing to default
+        };
+        if !matches!(request.operation, Operation::Create | Operation::Update) {
+            return response;
+        }
+        let original = match serde_json::to_value(object) {
+            Ok(original) => original,
+            Err(error) => return bad_request(response, &error.to_string()),
+        };
+        let mut typed: D::Object = match typed(original.clone()) {
+            Ok(typed) => typed,
+            Err(message) => return bad_request(response, &message),
+        };
+        if let Err(denied) = defaulter.default(&mut typed) {
+            return deny(response, &denied);
+        }
+        let defaulted = match serde_json::to_value(&typed) {
+            Ok(defaulted) => defaulted,
+            Err(error) => return bad_request(response, &error.to_string()),
+        };
+        let patch = patch_between(&original, &defaulted);
+        if patch.0.is_empty() {
+            return response;
+        }
+        debug!(operations = patch.0.len(), "defaulted");
+        match response.clone().with_patch(patch) {
+            Ok(patched) => patched,
+            Err(error) => bad_request(response, &error.to_string()),
+        }
+    })
+}
+
+/// The handler of a [`Validator`]: the create, update or delete check for the operation.
+pub(super) fn validating_handler<V: Validator>(validator: V) -> AdmissionHandler {
+    Arc::new(move |request| {
+        let response = AdmissionResponse::from(request);
+        let object = |object: &Option<DynamicObject>, what: &str| -> Result<V::Object, String> {
+            let object = object
+                .as_ref()
+                .ok_or_else(|| format!("the request has no {what}"))?;
+            typed(serde_json::to_value(object).map_err(|e| e.to_string())?)
+        };
+        let validation: Result<Validation, String> = match request.operation {
+            Operation::Create => {
+                object(&request.object, "object").map(|new| validator.validate_create(&new))
+            }
+            Operation::Update => object(&request.old_object, "oldObject").and_then(|old| {
+                let new = object(&request.object, "object")?;
+                Ok(validator.validate_update(&old, &new))
+            }),
+            Operation::Delete => {
+                object(&request.old_object, "oldObject").map(|old| validator.validate_delete(&old))
+            }
+            Operation::Connect => Ok(Ok(Vec::new())),
+        };
+        match validation {
+            Ok(Ok(warnings)) => with_warnings(response, warnings),
+            Ok(Err(denied)) => deny(response, &denied),
+            Err(message) => bad_request(response, &message),
+        }
+    })
+}
+
+fn typed<K: DeserializeOwned>(object: Value) -> Result<K, String> {
+    serde_json::from_value(object).map_err(|error| format!("cannot read the object: {error}"))
+}
+
+fn with_warnings(mut response: AdmissionResponse, warnings: Vec<String>) -> AdmissionResponse {
+    if !warnings.is_empty() {
+        response.warnings = Some(warnings);
+    }
+    response
+}
+
+/// A refusal with the user's message, code 403 (Forbidden) as controller-runtime sends.
+fn deny(response: AdmissionResponse, denied: &Denied) -> AdmissionResponse {
+    let mut response = response.deny(denied.message());
+    response.result.code = 403;
+    response.result.reason = "Forbidden".into();
+    response
+}
+
+/// A refusal of a request that cannot be read, code 400.
+fn bad_request(response: AdmissionResponse, message: &str) -> AdmissionResponse {
+    warn!(%message, "webhook request refused as malformed");
+    let mut response = response.deny(message);
+    response.result.code = 400;
+    response.result.reason = "BadRequest".into();
+    response
+}
+
+/// The JSON patch that turns `original` into `defaulted`. Null members are left out of both sides
+/// first: an absent field and a `null` one mean the same to the API server, and a type that writes
+/// `None` as `null` must not add a patch operation per optional field.
+pub(crate) fn patch_between(original: &Value, defaulted: &Value) -> json_patch::Patch {
+    json_patch::diff(&without_nulls(original), &without_nulls(defaulted))
+}
+
+fn without_nulls(value: &Value) -> Value {
+    match value {
+        Value::Object(members) => Value::Object(
+            members
+                .iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k.clone(), without_nulls(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(without_nulls).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Converts a whole object from one version (a spoke or the hub) to another, as JSON.
+type Convert = fn(Value) -> Result<Value, String>;
+
+/// How one spoke converts into the hub and back.
+pub(super) struct Converter {
+    to_hub: Convert,
+    from_hub: Convert,
+}
+
+impl Converter {
+    pub(super) fn new<Spoke, Hub>() -> Self
+    where
+        Spoke: Resource<DynamicType = ()> + DeserializeOwned + Serialize + From<Hub>,
+        Hub: Resource<DynamicType = ()> + DeserializeOwned + Serialize + From<Spoke>,
+    {
+        Converter {
+            to_hub: convert_object::<Spoke, Hub>,
+            from_hub: convert_object::<Hub, Spoke>,
+        }
+    }
+}
+
+fn convert_object<From, To>(object: Value) -> Result<Value, String>
+where
+    From: DeserializeOwned,
+    To: Resource<DynamicType = ()> + Serialize + std::convert::From<From>,
+{
+    let from: From = typed(object)?;
+    let mut converted = serde_json::to_value(To::from(from)).map_err(|e| e.to_string())?;
+    // The API version and kind are the target's, whatever the type writes.
+    converted["apiVersion"] = To::api_version(&()).into_owned().into();
+    converted["kind"] = To::kind(&()).into_owned().into();
+    Ok(converted)
+}
+
+/// The versions of one kind: the hub and a converter per spoke.
+pub(super) struct KindConversions {
+    pub(super) hub: String,
+    pub(super) spokes: BTreeMap<String, Converter>,
+}
+
+impl KindConversions {
+    pub(super) fn new(hub: String) -> Self {
+        KindConversions {
+            hub,
+            spokes: BTreeMap::new(),
+        }
+    }
+
+    /// Converts `object` (at version `from`) to version `to`, through the hub.
+    fn convert(&self, object: Value, from: &str, to: &str) -> Result<Value, String> {
+        if from == to {
+            return Ok(object);
+        }
+        let spoke = |version: &str| {
+            self.spokes.get(version).ok_or_else(|| {
+                let mut known: Vec<&str> = self.spokes.keys().map(String::as_str).collect();
+                known.push(&self.hub);
+                known.sort();
+                format!(
+                    "no conversion for version {version} (known: {})",
+                    known.join(", ")
+                )
+            })
+        };
+        let hub = if from == self.hub {
+            object
+        } else {
+            (spoke(from)?.to_hub)(object)?
+        };
+        if to == self.hub {
+            Ok(hub)
+        } else {
+            (spoke(to)?.from_hub)(hub)
+        }
+    }
+}
+
+/// Answers a `ConversionReview` body: every object converted to the desired version, or a failure
+/// naming the first object that could not be.
+pub(super) fn convert(
+    conversions: &BTreeMap<(String, String), KindConversions>,
+    body: &[u8],
+) -> Vec<u8> {
+    let request = serde_json::from_slice::<ConversionReview>(body)
+        .map_err(|e| format!("cannot read the ConversionReview: {e}"))
+        .and_then(|review| ConversionRequest::try_from(review).map_err(|e| e.to_string()));
+    let request = match request {
+        Ok(request) => request,
+        Err(message) => {
+            warn!(%message, "conversion request refused as malformed");
+            let status = Status::failure(&message, "BadRequest").with_code(400);
+            return to_json(&ConversionResponse::invalid(status).into_review());
+        }
+    };
+    let desired = request.desired_api_version.clone();
+    let (desired_group, desired_version) = split_api_version(&desired);
+    let mut converted = Vec::with_capacity(request.objects.len());
+    let mut failure = None;
+    for object in &request.objects {
+        match convert_one(conversions, object.clone(), desired_group, desired_version) {
+            Ok(object) => converted.push(object),
+            Err(message) => {
+                failure = Some(message);
+                break;
+            }
+        }
+    }
+    let response = ConversionResponse::for_request(request);
+    let response = match failure {
+        None => response.success(converted),
+        Some(message) => {
+            warn!(%message, "conversion failed");
+            response.failure(Status::failure(&message, "ConversionFailed"))
+        }
+    };
+    to_json(&response.into_review())
+}
+
+fn convert_one(
+    conversions: &BTreeMap<(String, String), KindConversions>,
+    object: Value,
+    group: &str,
+    version: &str,
+) -> Result<Value, String> {
+    let text = |value: &Value| value.as_str().unwrap_or_default().to_string();
+    let (api_version, kind) = (text(&object["apiVersion"]), text(&object["kind"]));
+    let name = text(&object["metadata"]["name"]);
+    let (from_group, from_version) = split_api_version(&api_version);
+    let context = |message: String| format!("{kind} {name:?} from {api_version}: {message}");
+    if from_group != group {
+        return Err(context(format!("cannot convert into group {group}")));
+    }
+    let kinds = conversions.get(&(group.to_string(), kind.clone()));
+    let kinds = kinds.ok_or_else(|| context(format!("no conversion registered for {kind}")))?;
+    let from_version = from_version.to_string();
+    kinds
+        .convert(object, &from_version, version)
+        .map_err(context)
+}
+
+/// `cache.example.com/v1` → (`cache.example.com`, `v1`); `v1` → (``, `v1`).
+fn split_api_version(api_version: &str) -> (&str, &str) {
+    api_version.rsplit_once('/').unwrap_or(("", api_version))
+}
+
+fn to_json(review: &impl Serialize) -> Vec<u8> {
+    // Reviews are plain data: serializing them cannot fail.
+    serde_json::to_vec(review).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::webhook::{CONVERT_PATH, Webhooks};
+
+    mod v1alpha1 {
+        #[derive(
+            kube::CustomResource,
+            Clone,
+            Debug,
+            PartialEq,
+            serde::Deserialize,
+            serde::Serialize,
+            schemars::JsonSchema,
+        )]
+        #[kube(group = "cache.example.com", version = "v1alpha1", kind = "Memcached")]
+        #[kube(derive = "PartialEq")]
+        pub struct MemcachedSpec {
+            pub size: Option<i32>,
+            pub note: Option<String>,
+        }
+    }
+
+    mod v1 {
+        #[derive(
+            kube::CustomResource,
+            Clone,
+            Debug,
+            PartialEq,
+            serde::Deserialize,
+            serde::Serialize,
+            schemars::JsonSchema,
+        )]
+        #[kube(group = "cache.example.com", version = "v1", kind = "Memcached")]
+        pub struct MemcachedSpec {
+            pub replicas: Option<i32>,
+            pub note: Option<String>,
+        }
+    }
+
+    mod v2 {
+        #[derive(
+            kube::CustomResource,
+            Clone,
+            Debug,
+            PartialEq,
+            serde::Deserialize,
+            serde::Serialize,
+            schemars::JsonSchema,
+        )]
+        #[kube(group = "cache.example.com", version = "v2", kind = "Memcached")]
+        pub struct MemcachedSpec {
+            pub count: i32,
+        }
+    }
+
+    impl From<v1alpha1::Memcached> for v1::Memcached {
+        fn from(old: v1alpha1::Memcached) -> Self {
+            let spec = v1::MemcachedSpec {
+                replicas: old.spec.size,
+                note: old.spec.note,
+            };
+            v1::Memcached {
+                metadata: old.metadata,
+                spec,
+            }
+        }
+    }
+
+    impl From<v1::Memcached> for v1alpha1::Memcached {
+        fn from(hub: v1::Memcached) -> Self {
+            let spec = v1alpha1::MemcachedSpec {
+                size: hub.spec.replicas,
+                note: hub.spec.note,
+            };
+            v1alpha1::Memcached {
+                metadata: hub.metadata,
+                spec,
+            }
+        }
+    }
+
+    impl From<v2::Memcached> for v1::Memcached {
+        fn from(old: v2::Memcached) -> Self {
+            let spec = v1::MemcachedSpec {
+                replicas: Some(old.spec.count),
+                note: None,
+            };
+            v1::Memcached {
+                metadata: old.metadata,
+                spec,
+            }
+        }
+    }
+
+    impl From<v1::Memcached> for v2::Memcached {
+        fn from(hub: v1::Memcached) -> Self {
+            let spec = v2::MemcachedSpec {
+                count: hub.spec.replicas.unwrap_or_default(),
+            };
+            v2::Memcached {
+                metadata: hub.metadata,
+                spec,
+            }
+        }
+    }
+
+    struct Sizes;
+
+    impl Defaulter for Sizes {
+        type Object = v1alpha1::Memcached;
+
+        fn default(&self, memcached: &mut v1alpha1::Memcached) -> Result<(), Denied> {
+            if memcached.spec.note.as_deref() == Some("refuse") {
+                return Err(Denied::new("no defaults for you"));
+            }
+            memcached.spec.size.get_or_insert(3);
+            Ok(())
+        }
+    }
+
+    impl Validator for Sizes {
+        type Object = v1alpha1::Memcached;
+
+        fn validate_create(&self, memcached: &v1alpha1::Memcached) -> Validation {
+            match memcached.spec.size {
+                Some(size) if size > 5 => Err(Denied::new(format!("size {size} is above 5"))),
+                Some(4) => Ok(vec!["size 4 is unusual".into()]),
+                _ => Ok(vec![]),
+            }
+        }
+
+        fn validate_update(
+            &self,
+            old: &v1alpha1::Memcached,
+            new: &v1alpha1::Memcached,
+        ) -> Validation {
+            if old.spec.note != new.spec.note {
+                return Err("note is immutable".into());
+            }
+            self.validate_create(new)
+        }
+
+        fn validate_delete(&self, memcached: &v1alpha1::Memcached) -> Validation {
+            match memcached.spec.note.as_deref() {
+                Some("keep") => Err("kept".into()),
+                _ => Ok(vec![]),
+            }
+        }
+    }
+
+    fn object(spec: Value) -> Value {
+        json!({
+            "apiVersion": "cache.example.com/v1alpha1",
+            "kind": "Memcached",
+            "metadata": { "name": "m", "namespace": "default", "creationTimestamp": null },
+            "spec": spec,
+        })
+    }
+
+    fn admission(operation: &str, object: Option<Value>, old: Option<Value>) -> Vec<u8> {
+        let review = json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "0c9a8d74-9cb7-44dd-b98e-09fd62def2f4",
+                "kind": { "group": "cache.example.com", "version": "v1alpha1", "kind": "Memcached" },
+                "resource": { "group": "cache.example.com", "version": "v1alpha1", "resource": "memcacheds" },
+                "name": "m",
+                "namespace": "default",
+                "operation": operation,
+                "userInfo": { "username": "admin" },
+                "object": object,
+                "oldObject": old,
+            }
+        });
+        serde_json::to_vec(&review).unwrap()
+    }
+
+    fn call(webhooks: &Webhooks, path: &str, body: &[u8]) -> Value {
+        let answer = webhooks.handle(path, body).expect("a registered path");
+        serde_json::from_slice(&answer).unwrap()
+    }
+
+    fn registry() -> Webhooks {
+        let webhooks = Webhooks::new();
+        webhooks.defaulter(Sizes);
+        webhooks.validator(Sizes);
+        webhooks
+    }
+
+    const MUTATE: &str = "/mutate-cache-example-com-v1alpha1-memcached";
+    const VALIDATE: &str = "/validate-cache-example-com-v1alpha1-memcached";
+
+    /// The patch of a response: kube writes the bytes as a JSON array of numbers, which the API
+    /// server (Go's `[]byte`) reads as well as base64.
+    fn patch_of(review: &Value) -> Value {
+        let bytes: Vec<u8> = serde_json::from_value(review["response"]["patch"].clone()).unwrap();
+        serde_json::from_slice(&bytes).unwrap()
+    }
+
+    #[test]
+    fn defaulting_answers_with_a_json_patch_of_the_change_only() {
+        let webhooks = registry();
+        let review = call(
+            &webhooks,
+            MUTATE,
+            &admission("CREATE", Some(object(json!({}))), None),
+        );
+        let response = &review["response"];
+        assert_eq!(review["apiVersion"], "admission.k8s.io/v1");
+        assert_eq!(review["kind"], "AdmissionReview");
+        assert_eq!(response["uid"], "0c9a8d74-9cb7-44dd-b98e-09fd62def2f4");
+        assert_eq!(response["allowed"], true);
+        assert_eq!(response["patchType"], "JSONPatch");
+        assert_eq!(
+            patch_of(&review),
+            json!([{ "op": "add", "path": "/spec/size", "value": 3 }])
+        );
+
+        // Already set: no patch at all, though the type writes `note: null`.
+        let set = admission(
+            "UPDATE",
+            Some(object(json!({ "size": 2 }))),
+            Some(object(json!({}))),
+        );
+        let review = call(&webhooks, MUTATE, &set);
+        assert_eq!(review["response"]["allowed"], true);
+        assert!(review["response"].get("patch").is_none(), "{review}");
+    }
+
+    #[test]
+    fn a_defaulter_may_refuse() {
+        let webhooks = registry();
+        let body = admission("CREATE", Some(object(json!({ "note": "refuse" }))), None);
+        let response = call(&webhooks, MUTATE, &body)["response"].clone();
+        assert_eq!(response["allowed"], false);
+        assert_eq!(response["status"]["message"], "no defaults for you");
+        assert_eq!(response["status"]["code"], 403);
+    }
+
+    #[test]
+    fn validation_admits_with_warnings_or_refuses_with_the_message() {
+        let webhooks = registry();
+        let create = |spec| admission("CREATE", Some(object(spec)), None);
+        let response = call(&webhooks, VALIDATE, &create(json!({ "size": 2 })))["response"].clone();
+        assert_eq!(response["allowed"], true);
+        assert!(response.get("warnings").is_none());
+
+        let response = call(&webhooks, VALIDATE, &create(json!({ "size": 4 })))["response"].clone();
+        assert_eq!(response["allowed"], true);
+        assert_eq!(response["warnings"], json!(["size 4 is unusual"]));
+
+        let response = call(&webhooks, VALIDATE, &create(json!({ "size": 9 })))["response"].clone();
+        assert_eq!(response["allowed"], false);
+        assert_eq!(response["status"]["message"], "size 9 is above 5");
+        assert_eq!(response["status"]["code"], 403);
+        assert_eq!(response["status"]["reason"], "Forbidden");
+
+        let update = admission(
+            "UPDATE",
+            Some(object(json!({ "note": "b" }))),
+            Some(object(json!({ "note": "a" }))),
+        );
+        let response = call(&webhooks, VALIDATE, &update)["response"].clone();
+        assert_eq!(response["status"]["message"], "note is immutable");
+
+        let delete = admission("DELETE", None, Some(object(json!({ "note": "keep" }))));
+        let response = call(&webhooks, VALIDATE, &delete)["response"].clone();
+        assert_eq!(
+            (&response["allowed"], &response["status"]["message"]),
+            (&json!(false), &json!("kept"))
+        );
+        let delete = admission("DELETE", None, Some(object(json!({}))));
+        assert_eq!(
+            call(&webhooks, VALIDATE, &delete)["response"]["allowed"],
+            true
+        );
+    }
+
+    #[test]
+    fn malformed_requests_are_refused_not_panicked_on() {
+        let webhooks = registry();
+        for body in [&b"not json"[..], b"{}", b"{\"request\": 3}"] {
+            let response = call(&webhooks, VALIDATE, body)["response"].clone();
+            assert_eq!(response["allowed"], false, "{response}");
+            assert_eq!(response["status"]["code"], 400);
+        }
+        // An object that does not fit the type: refused with the uid kept.
+        let body = admission("CREATE", Some(object(json!({ "size": "three" }))), None);
+        let response = call(&webhooks, VALIDATE, &body)["response"].clone();
+        assert_eq!(response["allowed"], false);
+        assert_eq!(response["uid"], "0c9a8d74-9cb7-44dd-b98e-09fd62def2f4");
+        assert_eq!(response["status"]["code"], 400);
+        // An update without its old object.
+        let body = admission("UPDATE", Some(object(json!({}))), None);
+        let message = call(&webhooks, VALIDATE, &body)["response"]["status"]["message"].clone();
+        assert_eq!(message, "the request has no oldObject");
+
+        assert!(webhooks.handle("/validate-other", b"{}").is_none());
+        assert!(
+            webhooks.handle("/convert", b"{}").is_none(),
+            "no conversion registered"
+        );
+    }
+
+    #[test]
+    fn patches_ignore_nulls_but_keep_real_changes() {
+        let original = json!({ "spec": { "a": 1, "b": null, "list": [1, 2] } });
+        let defaulted =
+            json!({ "spec": { "a": 1, "c": null, "d": { "e": 2 }, "list": [1, 2, 3] } });
+        let patch = serde_json::to_value(patch_between(&original, &defaulted)).unwrap();
+        assert_eq!(
+            patch,
+            json!([
+                { "op": "add", "path": "/spec/d", "value": { "e": 2 } },
+                { "op": "add", "path": "/spec/list/2", "value": 3 },
+            ])
+        );
+        assert!(patch_between(&original, &original).0.is_empty());
+    }
+
+    fn conversion_review(desired: &str, objects: Vec<Value>) -> Vec<u8> {
+        serde_json::to_vec(&json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "ConversionReview",
+            "request": { "uid": "u-1", "desiredAPIVersion": desired, "objects": objects }
+        }))
+        .unwrap()
+    }
+
+    fn converting() -> Webhooks {
+        let webhooks = Webhooks::new();
+        webhooks.conversion::<v1alpha1::Memcached, v1::Memcached>();
+        webhooks.conversion::<v2::Memcached, v1::Memcached>();
+        webhooks
+    }
+
+    #[test]
+    fn conversion_goes_through_the_hub_and_keeps_the_order() {
+        let webhooks = converting();
+        assert_eq!(webhooks.paths(), ["/convert"]);
+        let alpha = object(json!({ "size": 2, "note": "n" }));
+        let hub = json!({
+            "apiVersion": "cache.example.com/v1", "kind": "Memcached",
+            "metadata": { "name": "h", "labels": { "a": "b" } }, "spec": { "replicas": 7 }
+        });
+        let body = conversion_review("cache.example.com/v2", vec![alpha, hub]);
+        let review = call(&webhooks, CONVERT_PATH, &body);
+        let response = &review["response"];
+        assert_eq!(review["kind"], "ConversionReview");
+        assert_eq!(response["uid"], "u-1");
+        assert_eq!(response["result"]["status"], "Success");
+        let objects = response["convertedObjects"].as_array().unwrap();
+        assert_eq!(objects.len(), 2);
+        assert_eq!(objects[0]["apiVersion"], "cache.example.com/v2");
+        assert_eq!(objects[0]["spec"], json!({ "count": 2 }));
+        assert_eq!(objects[0]["metadata"]["namespace"], "default");
+        assert_eq!(objects[1]["spec"], json!({ "count": 7 }));
+        assert_eq!(objects[1]["metadata"]["labels"], json!({ "a": "b" }));
+    }
+
+    #[test]
+    fn conversion_round_trips() {
+        let webhooks = converting();
+        let alpha = object(json!({ "size": 2, "note": "n" }));
+        let there = conversion_review("cache.example.com/v1", vec![alpha.clone()]);
+        let hub = call(&webhooks, CONVERT_PATH, &there)["response"]["convertedObjects"][0].clone();
+        assert_eq!(hub["spec"], json!({ "replicas": 2, "note": "n" }));
+        let back = conversion_review("cache.example.com/v1alpha1", vec![hub]);
+        let back = call(&webhooks, CONVERT_PATH, &back)["response"]["convertedObjects"][0].clone();
+        let parsed: v1alpha1::Memcached = serde_json::from_value(back).unwrap();
+        let expected: v1alpha1::Memcached = serde_json::from_value(alpha).unwrap();
+        assert_eq!(parsed, expected);
+    }
+
+    #[test]
+    fn conversion_failures_name_the_object() {
+        let webhooks = converting();
+        let body = conversion_review("cache.example.com/v9", vec![object(json!({}))]);
+        let response = call(&webhooks, CONVERT_PATH, &body)["response"].clone();
+        assert_eq!(response["result"]["status"], "Failure");
+        let message = response["result"]["message"].as_str().unwrap();
+        assert!(message.starts_with("Memcached \"m\" from cache.example.com/v1alpha1: no conversion for version v9 (known: v1, v1alpha1, v2)"), "{message}");
+        assert_eq!(response["convertedObjects"], json!([]));
+
+        let response = call(&webhooks, CONVERT_PATH, b"[]")["response"].clone();
+        assert_eq!(response["result"]["code"], 400);
+    }
+
+    #[test]
+    #[should_panic(expected = "has hub v1 already, not v1alpha1")]
+    fn one_hub_per_kind() {
+        let webhooks = converting();
+        webhooks.conversion::<v2::Memcached, v1alpha1::Memcached>();
+    }
+
+    impl From<v1alpha1::Memcached> for v2::Memcached {
+        fn from(old: v1alpha1::Memcached) -> Self {
+            v2::Memcached {
+                metadata: old.metadata,
+                spec: v2::MemcachedSpec {
+                    count: old.spec.size.unwrap_or_default(),
+                },
+            }
+        }
+    }
+
+    impl From<v2::Memcached> for v1alpha1::Memcached {
+        fn from(old: v2::Memcached) -> Self {
+            v1alpha1::Memcached {
+                metadata: old.metadata,
+                spec: v1alpha1::MemcachedSpec {
+                    size: Some(old.spec.count),
+                    note: None,
+                },
+            }
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! The HTTPS server the API server calls: `POST <path>` with a review as JSON, answered by
+//! [`Webhooks::handle`].
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use futures::FutureExt;
+use http_body_util::{BodyExt, Limited};
+use hyper::header::{CONTENT_TYPE, HeaderValue};
+use hyper::{Method, Response, StatusCode};
+use tokio::sync::oneshot;
+use tracing::{debug, info};
+
+use super::Webhooks;
+use crate::manager::Error;
+use crate::manager::http::{self, BindAddress, Handler};
+use crate::manager::tls::{self, CertSource};
+
+/// The largest review body read: an object and its old version, each up to etcd's 1.5 MiB limit,
+/// fit with room to spare.
+const MAX_BODY: usize = 16 * 1024 * 1024;
+
+/// A running webhook server. It serves until dropped (or [`Server::stop`]).
+///
+/// The manager starts one in [`Controllers::run`](crate::manager::Controllers::run); a test can start
+/// one on its own with the port and certificate directory of its envtest:
+///
+/// ```no_run
+/// # async fn demo(port: u16, dir: std::path::PathBuf) -> Result<(), rustbuilder_runtime::manager::Error> {
+/// use rustbuilder_runtime::manager::tls::CertSource;
+/// use rustbuilder_runtime::webhook::{Server, Webhooks};
+///
+/// let webhooks = Webhooks::new();
+/// // webhooks.defaulter(...); webhooks.validator(...);
+/// let cert = CertSource::Files { cert: dir.join("tls.crt"), key: dir.join("tls.key") };
+/// let server = Server::start(webhooks, &format!("127.0.0.1:{port}").parse().unwrap(), cert).await?;
+/// // ... the API server calls the webhooks ...
+/// drop(server);
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Server {
+    address: SocketAddr,
+    _stop: oneshot::Sender<()>,
+}
+
+impl Server {
+    /// Listens on `address` (`:9443` is every interface) with the certificate from `cert` and serves
+    /// `webhooks` (including those registered later). Files are checked first: a missing certificate
+    /// or key is an error that says how to provide one. Mounted files are re-read when they change.
+    pub async fn start(
+        webhooks: Webhooks,
+        address: &BindAddress,
+        cert: CertSource,
+    ) -> Result<Server, Error> {
+        if address.is_off() {
+            return Err(Error::Config(
+                "the webhook server needs a port, not 0".into(),
+            ));
+        }
+        check_files(&cert)?;
+        let acceptor = tls::acceptor(cert).map_err(|e| Error::Webhook(e.to_string()))?;
+        let listener = http::listen(address)
+            .await?
+            .expect("an address that is not off");
+        let bound = http::local_address(&listener, address)?;
+        info!(address = %bound, paths = ?webhooks.paths(), "serving webhooks");
+        let handler: Handler = Arc::new(move |request| {
+            let webhooks = webhooks.clone();
+            async move {
+                if request.method() != Method::POST {
+                    return http::text(StatusCode::METHOD_NOT_ALLOWED, "webhooks take POST");
+                }
+                let path = request.uri().path().to_string();
+                let body = match Limited::new(request.into_body(), MAX_BODY).collect().await {
+                    Ok(body) => body.to_bytes(),
+                    Err(error) => {
+                        debug!(%path, %error, "cannot read a webhook request");
+                        return http::text(StatusCode::BAD_REQUEST, &error.to_string());
+                    }
+                };
+                // Handlers are synchronous and quick; a slow one only holds this connection.
+                match webhooks.handle(&path, &body) {
+                    Some(answer) => json(answer),
+                    None => http::text(StatusCode::NOT_FOUND, "no webhook on this path"),
+                }
+            }
+            .boxed()
+        });
+        let (stop, stopped) = oneshot::channel::<()>();
+        // An error means the sender was dropped: stop as well.
+        let stopped = stopped.map(|_| ());
+        tokio::spawn(http::serve(listener, Some(acceptor), handler, stopped));
+        Ok(Server {
+            address: bound,
+            _stop: stop,
+        })
+    }
+
+    /// The address the server listens on (useful with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// Stops accepting connections (requests in flight are answered). Dropping the server does the
+    /// same.
+    pub fn stop(self) {}
+}
+
+fn json(body: Vec<u8>) -> Response<String> {
+    // serde_json writes UTF-8.
+    let mut response = Response::new(String::from_utf8(body).unwrap_or_default());
+    let content_type = HeaderValue::from_static("application/json");
+    response.headers_mut().insert(CONTENT_TYPE, content_type);
+    response
+}
+
+/// A missing file gets an error saying where it was looked for and how to provide it.
+fn check_files(cert: &CertSource) -> Result<(), Error> {
+    let CertSource::Files { cert, key } = cert else {
+        return Ok(());
+    };
+    for file in [cert, key] {
+        if !file.is_file() {
+            return Err(Error::Webhook(format!(
+                "no serving certificate: {} does not exist\n\
+                 help: webhooks are registered, so the manager serves them over HTTPS and needs a \
+                 certificate and key there. In a cluster, `make deploy` has cert-manager issue them \
+                 into the mounted Secret; elsewhere, point --webhook-cert-path (WEBHOOK_CERT_PATH) at a \
+                 directory with tls.crt and tls.key (in tests: rustbuilder_envtest's \
+                 TestEnv::webhook_cert_dir())",
+                file.display()
+            )));
+        }
+    }
+    Ok(())
+}
