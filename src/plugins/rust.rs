@@ -298,10 +298,22 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
             options.version
         );
     }
-    let storage_version = other_versions
+    // Until a conversion webhook names the hub, etcd stores the kind at its most stable version, as
+    // Kubernetes ranks versions (v1 > v1beta1 > v1alpha1): the same whatever order they came in.
+    let hub = other_versions
         .iter()
-        .find(|r| r.api.is_some())
-        .map(|r| r.version.clone());
+        .any(|r| r.webhooks.as_ref().is_some_and(|w| w.conversion));
+    let storage_version = (!hub && other_versions.iter().any(|r| r.api.is_some()))
+        .then(|| {
+            other_versions
+                .iter()
+                .filter(|r| r.api.is_some())
+                .map(|r| r.version.as_str())
+                .chain([options.version.as_str()])
+                .max_by_key(|v| version_priority(v))
+                .map(str::to_string)
+        })
+        .flatten();
     let controller_module = named.map_or_else(|| options.kind.snake(), ControllerName::snake);
     if options.controller {
         check_controller_module(&project, options, named, &controller_module)?;
@@ -546,14 +558,17 @@ fn wire(
             marker: "kinds",
             fragment: format!("mod {kind_snake};\npub use {kind_snake}::*;"),
         })?;
-        plan.insert(Insertion {
-            path: "src/bin/crdgen.rs",
-            marker: "imports",
-            fragment: sorted_lines(&[
-                "use kube::CustomResourceExt;".to_string(),
-                format!("use {}::api;", base.crate_name),
-            ]),
-        })?;
+        // One line at a time: rustfmt sorts them among the others.
+        for import in [
+            "use kube::CustomResourceExt;".to_string(),
+            format!("use {}::api;", base.crate_name),
+        ] {
+            plan.insert(Insertion {
+                path: "src/bin/crdgen.rs",
+                marker: "imports",
+                fragment: import,
+            })?;
+        }
         plan.insert(Insertion {
             path: "src/bin/crdgen.rs",
             marker: "crds",
@@ -617,14 +632,42 @@ fn mark_storage_version(plan: &mut Plan, api: &ApiContext, storage: &str) -> Res
         .strip_prefix("api::")
         .and_then(|p| p.strip_suffix(api.version.as_str()))
         .unwrap_or_default();
-    if storage_line_of(&crdgen, group_rel, &api.kind).is_some() {
-        return Ok(());
+    if let Some(range) = storage_line_of(&crdgen, group_rel, &api.kind) {
+        let call = format!("storage_version::<api::{group_rel}{storage}::{}>()", api.kind);
+        return plan.edit("src/bin/crdgen.rs", |text| {
+            let mut text = text.to_string();
+            text.replace_range(range, &call);
+            text
+        });
     }
     plan.insert(Insertion {
         path: "src/bin/crdgen.rs",
         marker: "crdoptions",
         fragment: storage_fragment(group_rel, &api.kind, storage),
     })
+}
+
+/// Kubernetes' ranking of versions: GA before beta before alpha, then the higher numbers.
+fn version_priority(version: &str) -> (u8, u32, u32) {
+    fn number(s: &str) -> (u32, &str) {
+        let end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+        (s[..end].parse().unwrap_or(0), &s[end..])
+    }
+    let Some(rest) = version.strip_prefix('v') else {
+        return (0, 0, 0);
+    };
+    let (major, rest) = number(rest);
+    if rest.is_empty() {
+        return (3, major, 0);
+    }
+    let (stability, rest) = if let Some(r) = rest.strip_prefix("beta") {
+        (2, r)
+    } else if let Some(r) = rest.strip_prefix("alpha") {
+        (1, r)
+    } else {
+        return (0, major, 0);
+    };
+    (stability, major, number(rest).0)
 }
 
 /// The crdgen lines that name `kind`'s storage version.
@@ -656,9 +699,15 @@ pub(super) fn storage_line_of(
     None
 }
 
-/// Import lines in the order rustfmt keeps them.
-fn sorted_lines(lines: &[String]) -> String {
-    let mut lines = lines.to_vec();
-    lines.sort();
-    lines.join("\n")
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn versions_rank_as_kubernetes_ranks_them() {
+        let mut versions = vec!["v1alpha1", "v2", "v1beta2", "v1", "v1beta1", "v10alpha1", "foo"];
+        versions.sort_by_key(|v| std::cmp::Reverse(super::version_priority(v)));
+        assert_eq!(
+            versions,
+            ["v2", "v1", "v1beta2", "v1beta1", "v10alpha1", "v1alpha1", "foo"]
+        );
+    }
 }
