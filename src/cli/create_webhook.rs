@@ -14,7 +14,8 @@ use crate::shell;
                         rustbuilder create webhook --group cache --version v1alpha1 --kind Memcached \\\n    \
                         --defaulting --programmatic-validation\n\n  \
                         # v1 becomes the hub (the stored version) that v1alpha1 converts to and from\n  \
-                        rustbuilder create webhook --group cache --version v1 --kind Memcached --conversion --spoke v1alpha1"
+                        rustbuilder create webhook --group cache --version v1 --kind Memcached \\\n    \
+                        --conversion --spoke v1alpha1"
 )]
 pub struct Args {
     /// API group, without the domain (e.g. `cache`).

@@ -633,7 +633,10 @@ fn mark_storage_version(plan: &mut Plan, api: &ApiContext, storage: &str) -> Res
         .and_then(|p| p.strip_suffix(api.version.as_str()))
         .unwrap_or_default();
     if let Some(range) = storage_line_of(&crdgen, group_rel, &api.kind) {
-        let call = format!("storage_version::<api::{group_rel}{storage}::{}>()", api.kind);
+        let call = format!(
+            "storage_version::<api::{group_rel}{storage}::{}>()",
+            api.kind
+        );
         return plan.edit("src/bin/crdgen.rs", |text| {
             let mut text = text.to_string();
             text.replace_range(range, &call);
@@ -703,11 +706,27 @@ pub(super) fn storage_line_of(
 mod tests {
     #[test]
     fn versions_rank_as_kubernetes_ranks_them() {
-        let mut versions = vec!["v1alpha1", "v2", "v1beta2", "v1", "v1beta1", "v10alpha1", "foo"];
+        let mut versions = vec![
+            "v1alpha1",
+            "v2",
+            "v1beta2",
+            "v1",
+            "v1beta1",
+            "v10alpha1",
+            "foo",
+        ];
         versions.sort_by_key(|v| std::cmp::Reverse(super::version_priority(v)));
         assert_eq!(
             versions,
-            ["v2", "v1", "v1beta2", "v1beta1", "v10alpha1", "v1alpha1", "foo"]
+            [
+                "v2",
+                "v1",
+                "v1beta2",
+                "v1beta1",
+                "v10alpha1",
+                "v1alpha1",
+                "foo"
+            ]
         );
     }
 }

@@ -183,7 +183,10 @@ pub fn create_webhook(dir: &Path, options: &WebhookOptions) -> Result<Plan> {
         None => kind.default_plural().to_string(),
     };
     let kind_lower = kind.as_str().to_lowercase();
-    let route = format!("{}-{version}-{kind_lower}", qualified_group.replace('.', "-"));
+    let route = format!(
+        "{}-{version}-{kind_lower}",
+        qualified_group.replace('.', "-")
+    );
     // What the kind's webhook file holds after this command, and what it gains.
     let defaulting = existing.defaulting || options.defaulting;
     let validation = existing.validation || options.validation;
@@ -350,9 +353,12 @@ fn wire_config(plan: &mut Plan, admission: bool) -> Result<()> {
         plan.insert(Insertion {
             path: DEFAULT,
             marker: "webhookreplacements",
-            fragment: scaffold::render("partials/webhook/replacements.yaml", &tera::Context::new())?
-                .trim_end()
-                .to_string(),
+            fragment: scaffold::render(
+                "partials/webhook/replacements.yaml",
+                &tera::Context::new(),
+            )?
+            .trim_end()
+            .to_string(),
         })?;
     }
     if admission {
@@ -388,17 +394,18 @@ fn plan_admission(
         // The kind has a webhook already: the new one goes in at the markers, next to the user's code.
         let mut fragment = tera::Context::new();
         fragment.extend(context.clone());
-        for (new, part) in [
-            (new_defaulting, "defaulter"),
-            (new_validation, "validator"),
-        ] {
+        for (new, part) in [(new_defaulting, "defaulter"), (new_validation, "validator")] {
             if !new {
                 continue;
             }
             for (path, marker, template) in [
                 (&file, "webhooks", format!("{part}.rs.tera")),
                 (&file, "webhook-tests", format!("{part}_tests.rs.tera")),
-                (&test_file, "webhook-tests", format!("{part}_envtest.rs.tera")),
+                (
+                    &test_file,
+                    "webhook-tests",
+                    format!("{part}_envtest.rs.tera"),
+                ),
             ] {
                 plan.insert(Insertion {
                     path,
@@ -621,6 +628,14 @@ fn plan_conversion(
             "    let crds = crds.conversion_webhook::<api::{group_rel}{}::{}>();",
             api.version, api.kind
         ),
+    })?;
+    plan.add_set("conversion-config", context)?;
+    plan.edit("config/crd/kustomization.yaml", |text| {
+        if text.contains("kustomizeconfig.yaml") {
+            text.to_string()
+        } else {
+            format!("{text}\nconfigurations:\n- kustomizeconfig.yaml\n")
+        }
     })?;
     // cert-manager writes its CA into the CRD too: the API server calls the conversion webhook over TLS.
     let crd = format!("{}.{}", api.plural, api.qualified_group);
