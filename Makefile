@@ -14,7 +14,7 @@ PROJECTS_TARGET_DIR ?= $(CACHE_DIR)/target-projects
 
 RUSTBUILDER := $(CARGO_TARGET_DIR)/debug/rustbuilder
 ENVTEST_K8S_VERSION ?= 1.36.3
-TESTDATA := testdata/project-basic testdata/project testdata/project-multigroup
+TESTDATA := testdata/project-basic testdata/project testdata/project-multigroup testdata/project-webhooks
 
 .PHONY: all
 all: build
