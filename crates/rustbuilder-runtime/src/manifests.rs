@@ -379,11 +379,6 @@ pub fn rbac_rules(dir: &Path) -> Result<Vec<Rule>, String> {
     Ok(merge(rules))
 }
 
-/// The text after the marker prefix, if `line` is a `// +rustbuilder:rbac:` comment.
-fn marker_body(line: &str) -> Option<&str> {
-    marker_with(line, RBAC_MARKER)
-}
-
 /// The text after `prefix`, if `line` is a `//` comment (not a doc comment) starting with it.
 fn marker_with<'a>(line: &'a str, prefix: &str) -> Option<&'a str> {
     let comment = line.trim_start().strip_prefix("//")?.trim_start();
@@ -613,6 +608,10 @@ mod tests {
         assert!(error.contains("help: the keys are"), "{error}");
     }
 
+    fn marker_body(line: &str) -> Option<&str> {
+        marker_with(line, RBAC_MARKER)
+    }
+
     #[test]
     fn markers_are_comments_only() {
         assert_eq!(
@@ -757,5 +756,177 @@ rules:
         left.sort();
         assert_eq!(left, ["a.example.com_items.yaml", "kustomization.yaml"]);
         assert_eq!(run(Mode::Check, path, &one).unwrap(), ExitCode::SUCCESS);
+    }
+
+    mod v1alpha1 {
+        #[derive(
+            kube::CustomResource,
+            Clone,
+            Debug,
+            serde::Deserialize,
+            serde::Serialize,
+            schemars::JsonSchema,
+        )]
+        #[kube(
+            group = "cache.example.com",
+            version = "v1alpha1",
+            kind = "Memcached",
+            namespaced
+        )]
+        pub struct MemcachedSpec {
+            size: i32,
+        }
+    }
+
+    mod v1 {
+        #[derive(
+            kube::CustomResource,
+            Clone,
+            Debug,
+            serde::Deserialize,
+            serde::Serialize,
+            schemars::JsonSchema,
+        )]
+        #[kube(
+            group = "cache.example.com",
+            version = "v1",
+            kind = "Memcached",
+            namespaced
+        )]
+        pub struct MemcachedSpec {
+            replicas: i32,
+        }
+    }
+
+    fn two_versions() -> Crds {
+        use kube::CustomResourceExt;
+        Crds::new([
+            v1::Memcached::crd(),
+            v1alpha1::Memcached::crd(),
+            crd("a.example.com", "items"),
+        ])
+    }
+
+    #[test]
+    fn versions_of_a_kind_merge_into_one_crd_stored_at_the_hub() {
+        let merged = two_versions()
+            .storage_version::<v1::Memcached>()
+            .merged()
+            .unwrap();
+        let names: Vec<&str> = merged
+            .iter()
+            .map(|c| c.metadata.name.as_deref().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            ["items.a.example.com", "memcacheds.cache.example.com"]
+        );
+        let memcached = &merged[1];
+        let versions: Vec<(&str, bool)> = memcached
+            .spec
+            .versions
+            .iter()
+            .map(|v| (v.name.as_str(), v.storage))
+            .collect();
+        assert_eq!(versions, [("v1", true), ("v1alpha1", false)]);
+        assert!(
+            memcached.spec.conversion.is_none(),
+            "no webhook unless asked"
+        );
+    }
+
+    #[test]
+    fn a_conversion_webhook_goes_through_the_webhook_service() {
+        let merged = two_versions()
+            .storage_version::<v1::Memcached>()
+            .conversion_webhook::<v1alpha1::Memcached>()
+            .merged()
+            .unwrap();
+        let conversion = serde_json::to_value(&merged[1].spec.conversion).unwrap();
+        assert_eq!(
+            conversion,
+            serde_json::json!({
+                "strategy": "Webhook",
+                "webhook": {
+                    "clientConfig": {
+                        "service": { "name": "webhook-service", "namespace": "system", "path": "/convert" }
+                    },
+                    "conversionReviewVersions": ["v1"]
+                }
+            })
+        );
+        // The YAML is the same whatever the order of the CRDs given.
+        use kube::CustomResourceExt;
+        let reversed = Crds::new([v1alpha1::Memcached::crd(), v1::Memcached::crd()])
+            .storage_version::<v1::Memcached>()
+            .conversion_webhook::<v1::Memcached>()
+            .merged()
+            .unwrap();
+        assert_eq!(
+            crd_files(&reversed).unwrap()[0],
+            crd_files(&merged).unwrap()[1]
+        );
+    }
+
+    #[test]
+    fn several_versions_need_a_storage_version() {
+        let error = two_versions().merged().unwrap_err();
+        assert!(
+            error.contains("has versions v1, v1alpha1 but no storage version"),
+            "{error}"
+        );
+        assert!(error.contains("help: name the hub"), "{error}");
+        let error = Crds::new([crd("a.example.com", "items")])
+            .conversion_webhook::<v1::Memcached>()
+            .merged()
+            .unwrap_err();
+        assert!(
+            error.starts_with("no CRD named memcacheds.cache.example.com"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn the_webhook_file_follows_the_markers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path();
+        std::fs::create_dir_all(path.join("src/webhook")).unwrap();
+        let crds = [crd("a.example.com", "items")];
+        assert_eq!(run(Mode::Write, path, &crds).unwrap(), ExitCode::SUCCESS);
+        assert!(!path.join(WEBHOOK_FILE).exists(), "no markers, no file");
+
+        let marker = "// +rustbuilder:webhook:path=/validate-a-example-com-v1-item,mutating=false,failurePolicy=fail,sideEffects=None,groups=a.example.com,resources=items,verbs=create;update,versions=v1,name=vitem-v1.kb.io,admissionReviewVersions=v1\n";
+        std::fs::write(path.join("src/webhook/item.rs"), marker).unwrap();
+        assert_eq!(run(Mode::Check, path, &crds).unwrap(), ExitCode::FAILURE);
+        assert_eq!(run(Mode::Write, path, &crds).unwrap(), ExitCode::SUCCESS);
+        let text = std::fs::read_to_string(path.join(WEBHOOK_FILE)).unwrap();
+        assert!(
+            text.contains("kind: ValidatingWebhookConfiguration"),
+            "{text}"
+        );
+        assert!(!text.contains("MutatingWebhookConfiguration"), "{text}");
+        assert_eq!(run(Mode::Check, path, &crds).unwrap(), ExitCode::SUCCESS);
+
+        // The marker is gone: so is the file, and --check says so first.
+        std::fs::write(path.join("src/webhook/item.rs"), "").unwrap();
+        assert_eq!(run(Mode::Check, path, &crds).unwrap(), ExitCode::FAILURE);
+        assert_eq!(run(Mode::Write, path, &crds).unwrap(), ExitCode::SUCCESS);
+        assert!(!path.join(WEBHOOK_FILE).exists());
+        // A hand-written file is left alone.
+        std::fs::write(
+            path.join(WEBHOOK_FILE),
+            "kind: ValidatingWebhookConfiguration\n",
+        )
+        .unwrap();
+        assert_eq!(run(Mode::Check, path, &crds).unwrap(), ExitCode::SUCCESS);
+
+        // A bad marker names its place.
+        std::fs::write(
+            path.join("src/webhook/item.rs"),
+            "\n// +rustbuilder:webhook:path=/x\n",
+        )
+        .unwrap();
+        let error = run(Mode::Check, path, &crds).unwrap_err();
+        assert!(error.starts_with("src/webhook/item.rs:2: "), "{error}");
     }
 }

@@ -36,6 +36,23 @@ struct OutcomeLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WebhookLabels {
+    webhook: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WebhookCodeLabels {
+    webhook: String,
+    code: String,
+}
+
+/// Upper bounds of the webhook-latency buckets, in seconds: 5 ms to 10 s (the API server waits at
+/// most 30 s, 10 by default).
+const WEBHOOK_LATENCY_BUCKETS: [f64; 11] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LeaseLabels {
     name: String,
 }
@@ -50,6 +67,8 @@ pub struct Metrics {
     active_workers: Family<ControllerLabels, Gauge>,
     max_workers: Family<ControllerLabels, Gauge>,
     leader: Family<LeaseLabels, Gauge>,
+    webhook_requests: Family<WebhookCodeLabels, Counter>,
+    webhook_latency: Family<WebhookLabels, Histogram, fn() -> Histogram>,
 }
 
 impl Default for Metrics {
@@ -106,6 +125,19 @@ impl Metrics {
             "1 while this process holds the leader-election lease, else 0",
             leader.clone(),
         );
+        let webhook_requests = Family::default();
+        registry.register(
+            "controller_runtime_webhook_requests",
+            "Webhook calls per path (webhook) and HTTP status code",
+            webhook_requests.clone(),
+        );
+        let webhook_latency: Family<_, _, fn() -> Histogram> =
+            Family::new_with_constructor(|| Histogram::new(WEBHOOK_LATENCY_BUCKETS));
+        registry.register(
+            "controller_runtime_webhook_latency_seconds",
+            "How long webhook calls take to answer, per path",
+            webhook_latency.clone(),
+        );
         registry.register_collector(Box::new(ProcessCollector));
         Metrics {
             registry: Arc::new(registry),
@@ -115,6 +147,8 @@ impl Metrics {
             active_workers,
             max_workers,
             leader,
+            webhook_requests,
+            webhook_latency,
         }
     }
 
@@ -151,6 +185,20 @@ impl Metrics {
             name: lease.to_string(),
         };
         self.leader.get_or_create(&labels).set(i64::from(leading));
+    }
+
+    /// Counts one webhook call on `path` answered with HTTP `code` after `elapsed`.
+    pub fn observe_webhook(&self, path: &str, code: u16, elapsed: Duration) {
+        let labels = WebhookCodeLabels {
+            webhook: path.to_string(),
+            code: code.to_string(),
+        };
+        self.webhook_requests.get_or_create(&labels).inc();
+        let labels = WebhookLabels {
+            webhook: path.to_string(),
+        };
+        let latency = self.webhook_latency.get_or_create(&labels);
+        latency.observe(elapsed.as_secs_f64());
     }
 
     /// Every metric in the Prometheus text format (OpenMetrics flavour, see [`CONTENT_TYPE`]).

@@ -238,6 +238,7 @@ impl Manager {
     }
 
     fn with_parts(name: &str, client: Client, leader_election: Option<(String, String)>) -> Self {
+        let metrics = Metrics::new();
         let (stop, mut stop_requested) = watch::channel(false);
         let stopped = async move {
             // An error means the sender is gone, i.e. the manager was dropped: stop as well.
@@ -247,12 +248,12 @@ impl Manager {
             inner: Arc::new(Inner {
                 name: name.to_string(),
                 client,
-                metrics: Metrics::new(),
+                webhooks: Webhooks::with_metrics(metrics.clone()),
+                metrics,
                 stop,
                 stopped: stopped.boxed().shared(),
                 readiness: Mutex::new(Readiness::default()),
                 leader_election,
-                webhooks: Webhooks::new(),
                 webhook_server: None,
             }),
         }

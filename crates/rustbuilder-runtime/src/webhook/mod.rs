@@ -69,6 +69,8 @@ use kube::Resource;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::metrics::Metrics;
+
 mod review;
 mod server;
 
@@ -188,6 +190,8 @@ fn admission_path(prefix: &str, group: &str, version: &str, kind: &str) -> Strin
 #[derive(Clone, Default)]
 pub struct Webhooks {
     routes: Arc<Mutex<Routes>>,
+    /// Where the server counts calls: the manager's metrics, if any.
+    metrics: Option<Metrics>,
 }
 
 #[derive(Default)]
@@ -210,6 +214,20 @@ impl Webhooks {
     /// An empty registry.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty registry whose server counts its calls in `metrics`
+    /// (`controller_runtime_webhook_requests_total{webhook,code}` and
+    /// `controller_runtime_webhook_latency_seconds{webhook}`, as controller-runtime names them).
+    pub fn with_metrics(metrics: Metrics) -> Self {
+        Webhooks {
+            metrics: Some(metrics),
+            ..Self::default()
+        }
+    }
+
+    pub(crate) fn metrics(&self) -> Option<&Metrics> {
+        self.metrics.as_ref()
     }
 
     /// Serves `defaulter` on [`mutate_path`] of its kind.

@@ -3,11 +3,13 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
 use futures::FutureExt;
 use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
 use hyper::header::{CONTENT_TYPE, HeaderValue};
-use hyper::{Method, Response, StatusCode};
+use hyper::{Method, Request, Response, StatusCode};
 use tokio::sync::oneshot;
 use tracing::{debug, info};
 
@@ -68,22 +70,17 @@ impl Server {
         let handler: Handler = Arc::new(move |request| {
             let webhooks = webhooks.clone();
             async move {
-                if request.method() != Method::POST {
-                    return http::text(StatusCode::METHOD_NOT_ALLOWED, "webhooks take POST");
+                let (started, path) = (Instant::now(), request.uri().path().to_string());
+                let response = answer(&webhooks, request).await;
+                // Registered paths only: a scan of other paths must not add series.
+                let metrics = webhooks
+                    .metrics()
+                    .filter(|_| webhooks.paths().contains(&path));
+                if let Some(metrics) = metrics {
+                    let code = response.status().as_u16();
+                    metrics.observe_webhook(&path, code, started.elapsed());
                 }
-                let path = request.uri().path().to_string();
-                let body = match Limited::new(request.into_body(), MAX_BODY).collect().await {
-                    Ok(body) => body.to_bytes(),
-                    Err(error) => {
-                        debug!(%path, %error, "cannot read a webhook request");
-                        return http::text(StatusCode::BAD_REQUEST, &error.to_string());
-                    }
-                };
-                // Handlers are synchronous and quick; a slow one only holds this connection.
-                match webhooks.handle(&path, &body) {
-                    Some(answer) => json(answer),
-                    None => http::text(StatusCode::NOT_FOUND, "no webhook on this path"),
-                }
+                response
             }
             .boxed()
         });
@@ -105,6 +102,26 @@ impl Server {
     /// Stops accepting connections (requests in flight are answered). Dropping the server does the
     /// same.
     pub fn stop(self) {}
+}
+
+/// Reads the request's body and hands it to the registry.
+async fn answer(webhooks: &Webhooks, request: Request<Incoming>) -> Response<String> {
+    if request.method() != Method::POST {
+        return http::text(StatusCode::METHOD_NOT_ALLOWED, "webhooks take POST");
+    }
+    let path = request.uri().path().to_string();
+    let body = match Limited::new(request.into_body(), MAX_BODY).collect().await {
+        Ok(body) => body.to_bytes(),
+        Err(error) => {
+            debug!(%path, %error, "cannot read a webhook request");
+            return http::text(StatusCode::BAD_REQUEST, &error.to_string());
+        }
+    };
+    // Handlers are synchronous and quick; a slow one only holds this connection.
+    match webhooks.handle(&path, &body) {
+        Some(answer) => json(answer),
+        None => http::text(StatusCode::NOT_FOUND, "no webhook on this path"),
+    }
 }
 
 fn json(body: Vec<u8>) -> Response<String> {

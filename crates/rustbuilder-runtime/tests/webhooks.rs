@@ -1,0 +1,496 @@
+//! Webhooks called by a real API server: envtest registers the webhook configurations (rendered from
+//! `// +rustbuilder:webhook:` markers, as `make manifests` does) and the CRD's conversion with its own
+//! CA, and the test serves them with `webhook::Server` on the env's webhook port. Then ordinary API
+//! calls get defaulted, refused with the validator's message, warned, and converted between versions.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::{CustomResource, Resource};
+use rustbuilder_envtest::TestEnv;
+use rustbuilder_runtime::manager::tls::CertSource;
+use rustbuilder_runtime::manifests::Crds;
+use rustbuilder_runtime::manifests::webhooks::{parse_webhook_marker, render};
+use rustbuilder_runtime::metrics::Metrics;
+use rustbuilder_runtime::webhook::{
+    self, Defaulter, Denied, Server, Validation, Validator, Webhooks,
+};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// Two versions of a test kind: `v1alpha1` has `size`, `v1` (the hub, stored) calls it `replicas`.
+mod v1alpha1 {
+    use super::*;
+
+    #[derive(CustomResource, Clone, Debug, PartialEq, Deserialize, Serialize, JsonSchema)]
+    #[kube(
+        group = "webhooks.example.com",
+        version = "v1alpha1",
+        kind = "Gadget",
+        namespaced
+    )]
+    #[kube(derive = "PartialEq")]
+    pub struct GadgetSpec {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub size: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub mode: Option<String>,
+    }
+}
+
+mod v1 {
+    use super::*;
+
+    #[derive(CustomResource, Clone, Debug, PartialEq, Deserialize, Serialize, JsonSchema)]
+    #[kube(
+        group = "webhooks.example.com",
+        version = "v1",
+        kind = "Gadget",
+        namespaced
+    )]
+    #[kube(derive = "PartialEq")]
+    pub struct GadgetSpec {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub replicas: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub mode: Option<String>,
+    }
+}
+
+impl From<v1alpha1::Gadget> for v1::Gadget {
+    fn from(spoke: v1alpha1::Gadget) -> Self {
+        let spec = v1::GadgetSpec {
+            replicas: spoke.spec.size,
+            mode: spoke.spec.mode,
+        };
+        v1::Gadget {
+            metadata: spoke.metadata,
+            spec,
+        }
+    }
+}
+
+impl From<v1::Gadget> for v1alpha1::Gadget {
+    fn from(hub: v1::Gadget) -> Self {
+        let spec = v1alpha1::GadgetSpec {
+            size: hub.spec.replicas,
+            mode: hub.spec.mode,
+        };
+        v1alpha1::Gadget {
+            metadata: hub.metadata,
+            spec,
+        }
+    }
+}
+
+/// The handlers under test, on `v1alpha1`.
+struct GadgetWebhook;
+
+impl Defaulter for GadgetWebhook {
+    type Object = v1alpha1::Gadget;
+
+    fn default(&self, gadget: &mut v1alpha1::Gadget) -> Result<(), Denied> {
+        gadget.spec.size.get_or_insert(1);
+        gadget.spec.mode.get_or_insert_with(|| "standard".into());
+        Ok(())
+    }
+}
+
+impl Validator for GadgetWebhook {
+    type Object = v1alpha1::Gadget;
+
+    fn validate_create(&self, gadget: &v1alpha1::Gadget) -> Validation {
+        match gadget.spec.size {
+            Some(size) if size > 10 => Err(Denied::new(format!(
+                "spec.size must be at most 10, got {size}"
+            ))),
+            Some(7) => Ok(vec!["spec.size 7 is unlucky".into()]),
+            _ => Ok(vec![]),
+        }
+    }
+
+    fn validate_update(&self, old: &v1alpha1::Gadget, new: &v1alpha1::Gadget) -> Validation {
+        if old.spec.mode != new.spec.mode {
+            return Err("spec.mode is immutable".into());
+        }
+        self.validate_create(new)
+    }
+
+    fn validate_delete(&self, gadget: &v1alpha1::Gadget) -> Validation {
+        match gadget.spec.mode.as_deref() {
+            Some("protected") => Err("protected gadgets cannot be deleted".into()),
+            _ => Ok(vec![]),
+        }
+    }
+}
+
+/// The markers a generated webhook file carries for `GadgetWebhook`.
+fn markers() -> [String; 2] {
+    let mutate = webhook::mutate_path::<v1alpha1::Gadget>();
+    let validate = webhook::validate_path::<v1alpha1::Gadget>();
+    let common = "failurePolicy=fail,sideEffects=None,groups=webhooks.example.com,resources=gadgets,versions=v1alpha1,admissionReviewVersions=v1";
+    [
+        format!(
+            "path={mutate},mutating=true,{common},verbs=create;update,name=mgadget-v1alpha1.kb.io"
+        ),
+        format!(
+            "path={validate},mutating=false,{common},verbs=create;update;delete,name=vgadget-v1alpha1.kb.io"
+        ),
+    ]
+}
+
+fn webhook_manifests() -> String {
+    let webhooks: Vec<_> = markers()
+        .iter()
+        .map(|marker| parse_webhook_marker(marker).unwrap())
+        .collect();
+    render(&webhooks).unwrap()
+}
+
+/// The merged CRD, as `crdgen` writes it: v1 stored, converted by the webhook.
+fn crds()
+-> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>
+{
+    use kube::CustomResourceExt;
+    Crds::new([v1alpha1::Gadget::crd(), v1::Gadget::crd()])
+        .storage_version::<v1::Gadget>()
+        .conversion_webhook::<v1::Gadget>()
+        .merged()
+        .unwrap()
+}
+
+fn registry() -> Webhooks {
+    registered(Webhooks::new())
+}
+
+fn registered(webhooks: Webhooks) -> Webhooks {
+    webhooks.defaulter(GadgetWebhook);
+    webhooks.validator(GadgetWebhook);
+    webhooks.conversion::<v1alpha1::Gadget, v1::Gadget>();
+    webhooks
+}
+
+fn cert_files(dir: &Path) -> CertSource {
+    CertSource::Files {
+        cert: dir.join("tls.crt"),
+        key: dir.join("tls.key"),
+    }
+}
+
+/// An env that calls the webhooks, the server answering them, and the metrics it counts calls in.
+async fn env_and_server() -> (TestEnv, Server, Metrics) {
+    let env = TestEnv::builder()
+        .crds(crds())
+        .webhook_manifests_yaml(webhook_manifests())
+        .start()
+        .await;
+    let address = format!("127.0.0.1:{}", env.webhook_port()).parse().unwrap();
+    let metrics = Metrics::new();
+    let webhooks = registered(Webhooks::with_metrics(metrics.clone()));
+    let server = Server::start(webhooks, &address, cert_files(&env.webhook_cert_dir()))
+        .await
+        .expect("the webhook server starts with the env's certificate");
+    (env, server, metrics)
+}
+
+fn gadget(name: &str, spec: serde_json::Value) -> v1alpha1::Gadget {
+    serde_json::from_value(json!({
+        "apiVersion": "webhooks.example.com/v1alpha1",
+        "kind": "Gadget",
+        "metadata": { "name": name },
+        "spec": spec,
+    }))
+    .unwrap()
+}
+
+/// The message of an API error, e.g. a webhook's refusal.
+fn refusal<T: std::fmt::Debug>(result: kube::Result<T>) -> String {
+    match result {
+        Err(kube::Error::Api(status)) => status.message,
+        other => panic!("expected a refusal from the API server, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_api_server_calls_the_defaulting_and_validating_webhooks() {
+    let (env, _server, metrics) = env_and_server().await;
+    let gadgets: Api<v1alpha1::Gadget> = Api::default_namespaced(env.client());
+    let pp = PostParams::default();
+
+    // Defaulting: the fields left out come back set, and are stored.
+    let created = gadgets
+        .create(&pp, &gadget("plain", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(created.spec.size, Some(1), "{created:?}");
+    assert_eq!(created.spec.mode.as_deref(), Some("standard"));
+    let stored = gadgets.get("plain").await.unwrap();
+    assert_eq!(stored.spec, created.spec);
+    // What the user set is kept.
+    let set = gadget("set", json!({ "size": 3, "mode": "fast" }));
+    let created = gadgets.create(&pp, &set).await.unwrap();
+    assert_eq!(created.spec, set.spec);
+
+    // Validation on create: refused with the validator's own message.
+    let message = refusal(
+        gadgets
+            .create(&pp, &gadget("big", json!({ "size": 11 })))
+            .await,
+    );
+    assert!(
+        message.contains("spec.size must be at most 10, got 11"),
+        "{message}"
+    );
+    assert!(
+        message.contains("vgadget-v1alpha1.kb.io"),
+        "the API server names the webhook: {message}"
+    );
+    assert!(gadgets.get_opt("big").await.unwrap().is_none());
+
+    // Validation on update: the old and the new object.
+    let patch = Patch::Merge(json!({ "spec": { "mode": "slow" } }));
+    let message = refusal(gadgets.patch("set", &PatchParams::default(), &patch).await);
+    assert!(message.contains("spec.mode is immutable"), "{message}");
+    let patch = Patch::Merge(json!({ "spec": { "size": 50 } }));
+    let message = refusal(gadgets.patch("set", &PatchParams::default(), &patch).await);
+    assert!(message.contains("got 50"), "{message}");
+    let patch = Patch::Merge(json!({ "spec": { "size": 4 } }));
+    let updated = gadgets
+        .patch("set", &PatchParams::default(), &patch)
+        .await
+        .unwrap();
+    assert_eq!(updated.spec.size, Some(4));
+
+    // Validation on delete.
+    let protected = gadget("protected", json!({ "mode": "protected" }));
+    gadgets.create(&pp, &protected).await.unwrap();
+    let message = refusal(gadgets.delete("protected", &DeleteParams::default()).await);
+    assert!(
+        message.contains("protected gadgets cannot be deleted"),
+        "{message}"
+    );
+    assert!(gadgets.get_opt("protected").await.unwrap().is_some());
+    gadgets
+        .delete("plain", &DeleteParams::default())
+        .await
+        .unwrap();
+
+    // Warnings: kube's client does not surface the `Warning` header, so read it from the response.
+    let body = serde_json::to_vec(&gadget("lucky", json!({ "size": 7 }))).unwrap();
+    let request =
+        hyper::Request::post("/apis/webhooks.example.com/v1alpha1/namespaces/default/gadgets")
+            .header("content-type", "application/json")
+            .body(kube::client::Body::from(body))
+            .unwrap();
+    let response = env.client().send(request).await.unwrap();
+    assert_eq!(response.status(), 201);
+    let warnings: Vec<&str> = response
+        .headers()
+        .get_all("warning")
+        .iter()
+        .map(|value| value.to_str().unwrap())
+        .collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("spec.size 7 is unlucky")),
+        "{warnings:?}"
+    );
+
+    // Every call was counted, refusals included (they are answered with 200 too).
+    let text = metrics.encode();
+    let validate = webhook::validate_path::<v1alpha1::Gadget>();
+    let calls = format!(
+        "controller_runtime_webhook_requests_total{{webhook=\"{validate}\",code=\"200\"}} "
+    );
+    let line = text.lines().find(|l| l.starts_with(&calls));
+    let count: u64 = line
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0);
+    // Creates (5, two refused), updates (3, two refused), deletes (2, one refused).
+    assert!(count >= 10, "{count} validations counted:\n{text}");
+    assert!(
+        text.contains("controller_runtime_webhook_latency_seconds_count{webhook=\"/mutate-"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn the_api_server_converts_through_the_webhook() {
+    let (env, _server, _metrics) = env_and_server().await;
+    let alpha: Api<v1alpha1::Gadget> = Api::default_namespaced(env.client());
+    let hub: Api<v1::Gadget> = Api::default_namespaced(env.client());
+
+    let created = alpha
+        .create(
+            &PostParams::default(),
+            &gadget("converted", json!({ "size": 5, "mode": "fast" })),
+        )
+        .await
+        .unwrap();
+    // Stored at v1: read there, `size` is `replicas`.
+    let at_v1 = hub.get("converted").await.unwrap();
+    assert_eq!(at_v1.spec.replicas, Some(5));
+    assert_eq!(at_v1.spec.mode.as_deref(), Some("fast"));
+    assert_eq!(at_v1.meta().uid, created.meta().uid);
+    // And back: the round trip changes nothing.
+    let back = alpha.get("converted").await.unwrap();
+    assert_eq!(back.spec, created.spec);
+    assert_eq!(back.metadata.name, created.metadata.name);
+
+    // A write at v1 reads back at v1alpha1.
+    let patch = Patch::Merge(json!({ "spec": { "replicas": 6 } }));
+    hub.patch("converted", &PatchParams::default(), &patch)
+        .await
+        .unwrap();
+    assert_eq!(alpha.get("converted").await.unwrap().spec.size, Some(6));
+
+    // kubectl, at each version by its full name.
+    for version in ["v1alpha1", "v1"] {
+        let mut kubectl = env.kubectl();
+        let resource = format!("gadgets.{version}.webhooks.example.com");
+        kubectl.args(["get", &resource, "converted", "-o", "json"]);
+        // Off the runtime's thread: the webhook server answers the API server on it meanwhile.
+        let output = tokio::task::spawn_blocking(move || kubectl.output())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        let object: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(
+            object["apiVersion"],
+            format!("webhooks.example.com/{version}")
+        );
+        let field = if version == "v1" { "replicas" } else { "size" };
+        assert_eq!(object["spec"][field], 6, "{object}");
+    }
+}
+
+#[tokio::test]
+async fn a_missing_certificate_is_a_clear_startup_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let address = "127.0.0.1:0".parse().unwrap();
+    let error = Server::start(registry(), &address, cert_files(dir.path()))
+        .await
+        .expect_err("no certificate files");
+    let message = error.to_string();
+    let expected_path = dir.path().join("tls.crt");
+    assert!(
+        message.contains(&expected_path.display().to_string()),
+        "{message}"
+    );
+    assert!(message.contains("does not exist"), "{message}");
+    assert!(message.contains("--webhook-cert-path"), "{message}");
+    assert!(message.contains("cert-manager"), "{message}");
+}
+
+/// A CA and a certificate for 127.0.0.1 it signed, as PEM, and the certificate as DER.
+fn issue(dir: &Path) -> Vec<u8> {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::default();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca, &ca_key);
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    // Written whole, each file at once, as the kubelet swaps a mounted Secret.
+    std::fs::write(dir.join("ca.crt"), ca_cert.pem()).unwrap();
+    std::fs::write(dir.join("tls.key"), key.serialize_pem()).unwrap();
+    std::fs::write(dir.join("tls.crt"), cert.pem()).unwrap();
+    cert.der().to_vec()
+}
+
+/// The certificate the server presents in a TLS handshake (not verified: it is what we compare).
+async fn presented(address: std::net::SocketAddr) -> Vec<u8> {
+    use std::sync::Arc;
+    use tokio_rustls::TlsConnector;
+    use tokio_rustls::rustls::client::danger::{
+        HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier,
+    };
+    use tokio_rustls::rustls::crypto::ring;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+    use tokio_rustls::rustls::{ClientConfig, DigitallySignedStruct, Error, SignatureScheme};
+
+    #[derive(Debug)]
+    struct AnyCert;
+    impl ServerCertVerifier for AnyCert {
+        fn verify_server_cert(
+            &self,
+            _: &CertificateDer<'_>,
+            _: &[CertificateDer<'_>],
+            _: &ServerName<'_>,
+            _: &[u8],
+            _: UnixTime,
+        ) -> Result<ServerCertVerified, Error> {
+            Ok(ServerCertVerified::assertion())
+        }
+        fn verify_tls12_signature(
+            &self,
+            _: &[u8],
+            _: &CertificateDer<'_>,
+            _: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, Error> {
+            Ok(HandshakeSignatureValid::assertion())
+        }
+        fn verify_tls13_signature(
+            &self,
+            _: &[u8],
+            _: &CertificateDer<'_>,
+            _: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, Error> {
+            Ok(HandshakeSignatureValid::assertion())
+        }
+        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+            ring::default_provider()
+                .signature_verification_algorithms
+                .supported_schemes()
+        }
+    }
+    let config = ClientConfig::builder_with_provider(Arc::new(ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AnyCert))
+        .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(address).await.unwrap();
+    let name = ServerName::try_from("127.0.0.1").unwrap();
+    let tls = TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .unwrap();
+    tls.get_ref().1.peer_certificates().unwrap()[0].to_vec()
+}
+
+#[tokio::test]
+async fn the_server_presents_a_replaced_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = issue(dir.path());
+    let address = "127.0.0.1:0".parse().unwrap();
+    let server = Server::start(registry(), &address, cert_files(dir.path()))
+        .await
+        .unwrap();
+    assert_eq!(presented(server.local_addr()).await, first);
+
+    // The file modification times must differ from the first ones.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let second = issue(dir.path());
+    assert_ne!(first, second);
+    // The files are checked every 10 s.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if presented(server.local_addr()).await == second {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the server still presents the old certificate after 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
