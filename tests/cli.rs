@@ -1750,4 +1750,10 @@ fn create_webhook_refuses_bad_input_and_changes_nothing() {
     );
     // `--force` scaffolds an existing webhook again.
     create_webhook(path, "v1alpha1", &["--defaulting", "--force"]);
+    // The multigroup move does not follow `src/webhook/` yet: refused rather than half done.
+    refused(
+        path,
+        &["edit", "--multigroup"],
+        &["cannot move a project with webhooks to the multigroup layout yet"],
+    );
 }
