@@ -100,6 +100,27 @@ pub struct Resource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plural: Option<String>,
     pub version: String,
+    /// The webhooks scaffolded for this version of the kind (`create webhook`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhooks: Option<Webhooks>,
+}
+
+/// The webhooks of a resource, as Kubebuilder records them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Webhooks {
+    /// This version is the hub: the others (`spoke`) convert to and from it.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub conversion: bool,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub defaulting: bool,
+    /// The versions that convert to and from this one (with `conversion`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spoke: Vec<String>,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub validation: bool,
+    /// The AdmissionReview version the webhooks speak: `v1`.
+    pub webhook_version: String,
 }
 
 /// One named controller of a resource.
@@ -275,6 +296,11 @@ mod tests {
             path: Some("memcached_operator::api::v1alpha1::Memcached".into()),
             plural: None,
             version: "v1alpha1".into(),
+            webhooks: Some(Webhooks {
+                defaulting: true,
+                webhook_version: "v1".into(),
+                ..Default::default()
+            }),
         });
         project
     }

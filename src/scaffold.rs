@@ -366,6 +366,11 @@ impl Plan {
         }
     }
 
+    /// The text of a file as the plan would write it, else as it is on disk (`None`: neither).
+    pub fn contents(&self, path: &str) -> Result<Option<String>> {
+        Ok(self.base(Path::new(path))?.map(|planned| planned.contents))
+    }
+
     /// Inserts a fragment before its marker, in the planned or on-disk version of the file.
     pub fn insert(&mut self, insertion: Insertion<'_>) -> Result<()> {
         let path = PathBuf::from(insertion.path);

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 pub mod alpha;
 pub mod create_api;
+pub mod create_webhook;
 pub mod edit;
 pub mod envtest;
 pub mod init;
@@ -31,7 +32,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     Init(init::Args),
-    /// Scaffold a Kubernetes API (its type and controller) in the project.
+    /// Scaffold a Kubernetes API (its type and controller) or a webhook in the project.
     #[command(subcommand)]
     Create(CreateCommand),
     Edit(edit::Args),
@@ -59,6 +60,7 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum CreateCommand {
     Api(create_api::Args),
+    Webhook(create_webhook::Args),
 }
 
 /// The `--dir` option shared by commands that work on a project.
@@ -74,6 +76,7 @@ pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Init(args) => init::run(args),
         Command::Create(CreateCommand::Api(args)) => create_api::run(args),
+        Command::Create(CreateCommand::Webhook(args)) => create_webhook::run(args),
         Command::Edit(args) => edit::run(args),
         Command::Manifests(args) => manifests::run(args),
         Command::Alpha(command) => alpha::run(command),

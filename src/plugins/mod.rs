@@ -13,6 +13,7 @@ pub mod deploy_image;
 pub mod multigroup;
 pub mod namespaced;
 pub mod rust;
+pub mod webhook;
 
 /// Plans `create api`: with the deploy-image controller when `image` is given, else the base one.
 pub fn create_api(
@@ -27,7 +28,8 @@ pub fn create_api(
 }
 
 /// Rebuilds a project from its PROJECT file alone into the empty directory `output`: `init`, then
-/// `create api` for each resource, in the order PROJECT lists them.
+/// `create api` for each resource, in the order PROJECT lists them, then `create webhook` for each
+/// resource with webhooks (a conversion needs every version of its kind).
 pub fn generate(project: &Project, output: &Path) -> Result<()> {
     let rust_plugin = project.plugins.get(project::RUST_PLUGIN);
     let init_options = rust::InitOptions {
@@ -69,6 +71,26 @@ pub fn generate(project: &Project, output: &Path) -> Result<()> {
             };
             create_api(output, &named, None)?.apply()?;
         }
+    }
+    for resource in &project.resources {
+        let Some(webhooks) = &resource.webhooks else {
+            continue;
+        };
+        let options = webhook::WebhookOptions {
+            group: resource.group.parse()?,
+            version: resource.version.parse()?,
+            kind: resource.kind.parse()?,
+            defaulting: webhooks.defaulting,
+            validation: webhooks.validation,
+            conversion: webhooks.conversion,
+            spokes: webhooks
+                .spoke
+                .iter()
+                .map(|s| s.parse())
+                .collect::<Result<_, _>>()?,
+            force: false,
+        };
+        webhook::create_webhook(output, &options)?.apply()?;
     }
     Ok(())
 }

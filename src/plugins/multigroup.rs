@@ -57,6 +57,13 @@ pub fn edit(dir: &Path, multigroup: bool) -> Result<Edit> {
         plan.add(project::FILE_NAME, project.render(), IfExists::Overwrite);
         return Ok(Edit::Move(plan));
     }
+    if let Some(resource) = project.resources.iter().find(|r| r.webhooks.is_some()) {
+        bail!(
+            "cannot move a project with webhooks to the multigroup layout yet: `{}` {} has webhooks in `src/webhook/`, which this move does not follow\nhelp: run `rustbuilder edit --multigroup` before `create webhook`, or move `src/webhook/<version>/` to `src/webhook/<group>/<version>/` by hand",
+            resource.kind,
+            resource.version
+        );
+    }
     let group = match groups.iter().collect::<Vec<_>>().as_slice() {
         [] => None,
         [one] => Some(one.parse::<Group>()?),

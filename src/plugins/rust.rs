@@ -75,9 +75,9 @@ pub struct ApiOptions {
 
 /// Values every template of a project sees.
 #[derive(Debug, Serialize)]
-struct ProjectContext {
+pub(super) struct ProjectContext {
     project_name: String,
-    crate_name: String,
+    pub(super) crate_name: String,
     domain: String,
     repo: String,
     owner: String,
@@ -95,7 +95,7 @@ struct ProjectContext {
 }
 
 impl ProjectContext {
-    fn new(project: &Project) -> Result<Self> {
+    pub(super) fn new(project: &Project) -> Result<Self> {
         let rust = project.plugins.get(project::RUST_PLUGIN);
         let license = License::from_key(rust.and_then(|p| p.license.as_deref()))?;
         let name: ProjectName = project.project_name.parse()?;
@@ -329,6 +329,43 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
             "{gvk} is cluster-scoped, and this project's manager watches its own namespace only (`namespaced: true` in PROJECT): its Role grants nothing outside that namespace\nhelp: scaffold a namespaced kind, or `--controller=false` for the type alone"
         );
     }
+    // The kind at its other versions: one CRD, one controller for all of them.
+    let other_versions: Vec<&Resource> = project
+        .resources
+        .iter()
+        .filter(|r| {
+            r.group == options.group.as_str()
+                && r.kind == options.kind.as_str()
+                && r.version != options.version.as_str()
+        })
+        .collect();
+    if options.controller
+        && named.is_none()
+        && let Some(other) = other_versions.iter().find(|r| r.has_default_controller())
+    {
+        bail!(
+            "`{}` has a controller already, at version {}: one controller reconciles the kind at every version\nhelp: pass `--controller=false` to add only the type of version {}",
+            options.kind,
+            other.version,
+            options.version
+        );
+    }
+    // Until a conversion webhook names the hub, etcd stores the kind at its most stable version, as
+    // Kubernetes ranks versions (v1 > v1beta1 > v1alpha1): the same whatever order they came in.
+    let hub = other_versions
+        .iter()
+        .any(|r| r.webhooks.as_ref().is_some_and(|w| w.conversion));
+    let storage_version = (!hub && other_versions.iter().any(|r| r.api.is_some()))
+        .then(|| {
+            other_versions
+                .iter()
+                .filter(|r| r.api.is_some())
+                .map(|r| r.version.as_str())
+                .chain([options.version.as_str()])
+                .max_by_key(|v| version_priority(v))
+                .map(str::to_string)
+        })
+        .flatten();
     let controller_module = named.map_or_else(|| options.kind.snake(), ControllerName::snake);
     if options.controller {
         check_controller_module(&project, options, named, &controller_module)?;
@@ -409,6 +446,11 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
         )?;
     }
     wire(&mut plan, &base, &api, options)?;
+    if options.resource
+        && let Some(storage) = storage_version
+    {
+        mark_storage_version(&mut plan, &api, &storage)?;
+    }
 
     let (own, mut others) = match &existing {
         Some(r) => (r.has_default_controller(), r.named_controllers()),
@@ -441,6 +483,7 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
         }),
         plural: (plural != default_plural).then(|| plural.to_string()),
         version: options.version.to_string(),
+        webhooks: existing.as_ref().and_then(|r| r.webhooks.clone()),
     };
     resource.set_controllers(own, others);
     project.upsert(resource);
@@ -484,7 +527,7 @@ fn core_type(
 
 /// One group per project unless it is multigroup: `src/api/<version>/` has no room for a second
 /// group's types.
-fn check_single_group(project: &Project, group: &Group) -> Result<()> {
+pub(super) fn check_single_group(project: &Project, group: &Group) -> Result<()> {
     if let Some(other) = project.groups().find(|g| *g != group.as_str()) {
         bail!(
             "multiple groups are not allowed: this project already uses group `{other}`, and `{group}` would be a second one\nhelp: run `rustbuilder edit --multigroup` first to move the project to the multigroup layout (`src/api/<group>/<version>/`), or use `--group {other}`"
@@ -612,14 +655,17 @@ fn wire(
             marker: "kinds",
             fragment: format!("mod {kind_snake};\npub use {kind_snake}::*;"),
         })?;
-        plan.insert(Insertion {
-            path: "src/bin/crdgen.rs",
-            marker: "imports",
-            fragment: sorted_lines(&[
-                "use kube::CustomResourceExt;".to_string(),
-                format!("use {}::api;", base.crate_name),
-            ]),
-        })?;
+        // One line at a time: rustfmt sorts them among the others.
+        for import in [
+            "use kube::CustomResourceExt;".to_string(),
+            format!("use {}::api;", base.crate_name),
+        ] {
+            plan.insert(Insertion {
+                path: "src/bin/crdgen.rs",
+                marker: "imports",
+                fragment: import,
+            })?;
+        }
         plan.insert(Insertion {
             path: "src/bin/crdgen.rs",
             marker: "crds",
@@ -674,9 +720,110 @@ fn wire(
     Ok(())
 }
 
-/// Import lines in the order rustfmt keeps them.
-fn sorted_lines(lines: &[String]) -> String {
-    let mut lines = lines.to_vec();
-    lines.sort();
-    lines.join("\n")
+/// Names the version etcd stores a kind at in `src/bin/crdgen.rs`, once the kind has several versions:
+/// the one it had first, until `create webhook --conversion` makes another the hub.
+fn mark_storage_version(plan: &mut Plan, api: &ApiContext, storage: &str) -> Result<()> {
+    let crdgen = plan.contents("src/bin/crdgen.rs")?.unwrap_or_default();
+    let group_rel = api
+        .api_path
+        .strip_prefix("api::")
+        .and_then(|p| p.strip_suffix(api.version.as_str()))
+        .unwrap_or_default();
+    if let Some(range) = storage_line_of(&crdgen, group_rel, &api.kind) {
+        let call = format!(
+            "storage_version::<api::{group_rel}{storage}::{}>()",
+            api.kind
+        );
+        return plan.edit("src/bin/crdgen.rs", |text| {
+            let mut text = text.to_string();
+            text.replace_range(range, &call);
+            text
+        });
+    }
+    plan.insert(Insertion {
+        path: "src/bin/crdgen.rs",
+        marker: "crdoptions",
+        fragment: storage_fragment(group_rel, &api.kind, storage),
+    })
+}
+
+/// Kubernetes' ranking of versions: GA before beta before alpha, then the higher numbers.
+fn version_priority(version: &str) -> (u8, u32, u32) {
+    fn number(s: &str) -> (u32, &str) {
+        let end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+        (s[..end].parse().unwrap_or(0), &s[end..])
+    }
+    let Some(rest) = version.strip_prefix('v') else {
+        return (0, 0, 0);
+    };
+    let (major, rest) = number(rest);
+    if rest.is_empty() {
+        return (3, major, 0);
+    }
+    let (stability, rest) = if let Some(r) = rest.strip_prefix("beta") {
+        (2, r)
+    } else if let Some(r) = rest.strip_prefix("alpha") {
+        (1, r)
+    } else {
+        return (0, major, 0);
+    };
+    (stability, major, number(rest).0)
+}
+
+/// The crdgen lines that name `kind`'s storage version.
+pub(super) fn storage_fragment(group_rel: &str, kind: &str, version: &str) -> String {
+    format!(
+        "    // {kind} has several versions, stored in etcd at one of them (the hub of their conversion).\n    let crds = crds.storage_version::<api::{group_rel}{version}::{kind}>();"
+    )
+}
+
+/// The byte range of the `storage_version::<api::...::Kind>()` call for `kind` in crdgen, if any.
+pub(super) fn storage_line_of(
+    crdgen: &str,
+    group_rel: &str,
+    kind: &str,
+) -> Option<std::ops::Range<usize>> {
+    let prefix = format!("storage_version::<api::{group_rel}");
+    let suffix = format!("::{kind}>()");
+    let mut from = 0;
+    while let Some(at) = crdgen[from..].find(&prefix) {
+        let start = from + at;
+        let end = crdgen[start..].find(">()").map(|e| start + e + 3)?;
+        let call = &crdgen[start..end];
+        let version = &call[prefix.len()..call.len() - suffix.len().min(call.len())];
+        if call.ends_with(&suffix) && !version.contains("::") {
+            return Some(start..end);
+        }
+        from = end;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn versions_rank_as_kubernetes_ranks_them() {
+        let mut versions = vec![
+            "v1alpha1",
+            "v2",
+            "v1beta2",
+            "v1",
+            "v1beta1",
+            "v10alpha1",
+            "foo",
+        ];
+        versions.sort_by_key(|v| std::cmp::Reverse(super::version_priority(v)));
+        assert_eq!(
+            versions,
+            [
+                "v2",
+                "v1",
+                "v1beta2",
+                "v1beta1",
+                "v10alpha1",
+                "v1alpha1",
+                "foo"
+            ]
+        );
+    }
 }

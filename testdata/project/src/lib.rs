@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod controller;
+// +rustbuilder:scaffold:modules
 
 /// Everything that can make a reconcile fail. The runtime logs it, counts it in
 /// `controller_runtime_reconcile_errors_total` and retries the object with exponential backoff. Add

@@ -6,7 +6,8 @@
 //! The runtime does the rest (see `project --help`): it connects to the cluster (in-cluster
 //! config, else the current kubeconfig), serves health probes and metrics, waits to be elected leader
 //! when `--leader-elect` is on, and on shutdown lets in-flight reconciles finish and hands the lease over.
-//! `rustbuilder create api` adds each new controller at the marker below.
+//! `rustbuilder create api` adds each new controller at the marker below, `rustbuilder create webhook`
+//! each webhook.
 
 use clap::Parser;
 use rustbuilder_runtime::manager::{self, Manager, ManagerArgs};
@@ -32,6 +33,7 @@ async fn main() -> Result<(), manager::Error> {
     let args = Args::parse();
     let manager =
         Manager::start(controller::MANAGER_NAME, LEADER_ELECTION_ID, args.manager).await?;
+    // +rustbuilder:scaffold:webhooks
     let controllers = manager.controllers();
     controllers.add(controller::memcached::run(manager.clone()));
     // +rustbuilder:scaffold:controllers

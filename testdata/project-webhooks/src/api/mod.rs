@@ -1,0 +1,8 @@
+// Copyright The project-webhooks Authors
+// SPDX-License-Identifier: Apache-2.0
+
+//! The project's Kubernetes APIs, one module per version.
+
+pub mod v1;
+pub mod v1alpha1;
+// +rustbuilder:scaffold:versions

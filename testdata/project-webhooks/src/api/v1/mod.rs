@@ -1,0 +1,8 @@
+// Copyright The project-webhooks Authors
+// SPDX-License-Identifier: Apache-2.0
+
+//! API version v1 of the cache.example.com group.
+
+mod memcached;
+pub use memcached::*;
+// +rustbuilder:scaffold:kinds

@@ -1,0 +1,53 @@
+// Copyright The project-webhooks Authors
+// SPDX-License-Identifier: Apache-2.0
+
+//! The manager: runs every controller of the project until SIGTERM or Ctrl-C.
+//!
+//! The runtime does the rest (see `project-webhooks --help`): it connects to the cluster (in-cluster
+//! config, else the current kubeconfig), serves health probes and metrics, waits to be elected leader
+//! when `--leader-elect` is on, and on shutdown lets in-flight reconciles finish and hands the lease over.
+//! `rustbuilder create api` adds each new controller at the marker below, `rustbuilder create webhook`
+//! each webhook.
+
+use clap::Parser;
+use rustbuilder_runtime::manager::{self, Manager, ManagerArgs};
+
+use project_webhooks::api;
+use project_webhooks::controller;
+use project_webhooks::webhook;
+// +rustbuilder:scaffold:imports
+
+/// The name of the leader-election Lease: unique to this project, the same for all its replicas.
+const LEADER_ELECTION_ID: &str = "project-webhooks.example.com";
+
+/// The project-webhooks manager: runs the controllers of the project.
+///
+/// Every flag can also be set through the environment variable shown next to it.
+#[derive(Debug, Parser)]
+#[command(version)]
+struct Args {
+    #[command(flatten)]
+    manager: ManagerArgs,
+}
+
+#[tokio::main]
+async fn main() -> Result<(), manager::Error> {
+    let args = Args::parse();
+    let manager =
+        Manager::start(controller::MANAGER_NAME, LEADER_ELECTION_ID, args.manager).await?;
+    manager
+        .webhooks()
+        .conversion::<api::v1alpha1::Memcached, api::v1::Memcached>();
+    manager
+        .webhooks()
+        .defaulter(webhook::v1alpha1::memcached::MemcachedWebhook);
+    manager
+        .webhooks()
+        .validator(webhook::v1alpha1::memcached::MemcachedWebhook);
+    // +rustbuilder:scaffold:webhooks
+    let controllers = manager.controllers();
+    controllers.add(controller::memcached::run(manager.clone()));
+    // +rustbuilder:scaffold:controllers
+    // Waits for leadership when `--leader-elect` is on, then runs until SIGTERM.
+    controllers.run().await
+}
