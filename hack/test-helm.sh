@@ -67,7 +67,10 @@ expect "$work/flipped.yaml" '        image: "example.com/op:v1"'
 expect "$work/flipped.yaml" "  replicas: 2"
 
 step "a local cluster"
-(cd "$project" && cargo run --quiet --example envtest -- local-cluster "$work/kubeconfig") > "$work/cluster.log" 2>&1 &
+# Started outside the project, so that it does not install the project's CRDs itself: the chart does.
+(cd "$project" && cargo build --quiet --example envtest)
+envtest=${CARGO_TARGET_DIR:-$project/target}/debug/examples/envtest
+(cd "$work" && exec "$envtest" local-cluster "$work/kubeconfig") > "$work/cluster.log" 2>&1 &
 cluster_pid=$!
 until [ -f "$work/kubeconfig" ]; do
   kill -0 "$cluster_pid" 2>/dev/null || { cat "$work/cluster.log"; exit 1; }
