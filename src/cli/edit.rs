@@ -19,6 +19,10 @@ use crate::shell;
 /// `--namespaced` confines the manager to its own namespace: `WATCH_NAMESPACE` in config/manager and in
 /// the e2e tests, a RoleBinding instead of the ClusterRoleBinding (and a Role at the next
 /// `make manifests`). `--namespaced=false` goes back to a cluster-wide manager.
+///
+/// `--plugins helm/v2-alpha` writes a Helm chart to `dist/chart/` from `config/` (run `make manifests`
+/// first). Running it again regenerates the templates and keeps `values.yaml`, `Chart.yaml` and
+/// `.helmignore` as they are, adding any values section the new templates need; `--force` rewrites them.
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "Examples:\n  rustbuilder edit --multigroup\n  git diff --stat   # review the move, then build\n  \
