@@ -2012,3 +2012,90 @@ fn edit_plugins_refuses_bad_input() {
         &["cannot keep `dist/chart/values.yaml`", "--force"],
     );
 }
+
+#[test]
+fn the_chart_of_a_project_with_webhooks_switches_them_and_cert_manager() {
+    let dir = memcached_project();
+    let d = dir.path();
+    fake_manifests(d, "ClusterRole");
+    // config/webhook and config/certmanager as `create webhook` lays them out, and the manager's patch.
+    let files = [
+        (
+            "config/webhook/kustomization.yaml",
+            "resources:\n- manifests.yaml\n- service.yaml\n",
+        ),
+        (
+            "config/webhook/manifests.yaml",
+            "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata:\n  name: validating-webhook-configuration\nwebhooks:\n- name: vmemcached.kb.io\n  clientConfig:\n    service:\n      name: webhook-service\n      namespace: system\n      path: /validate\n",
+        ),
+        (
+            "config/webhook/service.yaml",
+            "apiVersion: v1\nkind: Service\nmetadata:\n  name: webhook-service\n  namespace: system\nspec:\n  ports:\n  - port: 443\n    targetPort: 9443\n",
+        ),
+        (
+            "config/certmanager/kustomization.yaml",
+            "resources:\n- issuer.yaml\n- certificate.yaml\n",
+        ),
+        (
+            "config/certmanager/issuer.yaml",
+            "apiVersion: cert-manager.io/v1\nkind: Issuer\nmetadata:\n  name: selfsigned-issuer\n  namespace: system\nspec:\n  selfSigned: {}\n",
+        ),
+        (
+            "config/certmanager/certificate.yaml",
+            "apiVersion: cert-manager.io/v1\nkind: Certificate\nmetadata:\n  name: serving-cert\n  namespace: system\nspec:\n  dnsNames:\n  - SERVICE_NAME.SERVICE_NAMESPACE.svc\n  issuerRef:\n    kind: Issuer\n    name: selfsigned-issuer\n  secretName: webhook-server-cert\n",
+        ),
+        (
+            "config/default/manager_webhook_patch.yaml",
+            "- op: add\n  path: /spec/template/spec/containers/0/volumeMounts/-\n  value:\n    mountPath: /tmp/k8s-webhook-server/serving-certs\n    name: webhook-certs\n",
+        ),
+    ];
+    for (path, text) in files {
+        std::fs::create_dir_all(d.join(path).parent().unwrap()).unwrap();
+        std::fs::write(d.join(path), text).unwrap();
+    }
+    let kustomization = read(d, "config/default/kustomization.yaml");
+    std::fs::write(
+        d.join("config/default/kustomization.yaml"),
+        format!(
+            "{kustomization}- path: manager_webhook_patch.yaml\n  target:\n    kind: Deployment\n"
+        ),
+    )
+    .unwrap();
+    ok(d, HELM);
+
+    let values = read(d, "dist/chart/values.yaml");
+    assert!(values.contains("\nwebhook:\n  enable: true\n"), "{values}");
+    assert!(
+        values.contains("\ncertManager:\n  enable: true\n"),
+        "{values}"
+    );
+    let webhooks = read(d, "dist/chart/templates/webhook/manifests.yaml");
+    for line in [
+        "{{- if .Values.webhook.enable }}\n",
+        "      name: memcached-operator-webhook-service\n      namespace: {{ .Release.Namespace }}\n",
+        "  cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/memcached-operator-serving-cert\n",
+    ] {
+        assert!(webhooks.contains(line), "{line:?} in:\n{webhooks}");
+    }
+    let certificate = read(d, "dist/chart/templates/certmanager/certificate.yaml");
+    assert!(
+        certificate.contains("{{- if .Values.certManager.enable }}\n"),
+        "{certificate}"
+    );
+    assert!(
+        certificate
+            .contains("  - memcached-operator-webhook-service.{{ .Release.Namespace }}.svc\n"),
+        "{certificate}"
+    );
+    assert!(
+        certificate.contains("    name: memcached-operator-selfsigned-issuer\n"),
+        "{certificate}"
+    );
+    let manager = read(d, "dist/chart/templates/manager/manager.yaml");
+    assert!(
+        manager.contains(
+            "        volumeMounts:\n        - mountPath: /tmp/k8s-webhook-server/serving-certs\n"
+        ),
+        "{manager}"
+    );
+}

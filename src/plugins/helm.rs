@@ -738,7 +738,10 @@ impl Placer<'_> {
                     for name in names {
                         if let Value::String(text) = name {
                             *text = text
-                                .replace("SERVICE_NAMESPACE", "{{ .Release.Namespace }}")
+                                .replace(
+                                    "SERVICE_NAMESPACE",
+                                    namespace.as_str().unwrap_or_default(),
+                                )
                                 .replace("SERVICE_NAME", &service);
                         }
                     }
