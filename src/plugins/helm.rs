@@ -66,12 +66,25 @@ pub fn edit(dir: &Path, force: bool) -> Result<Plan> {
         read_optional(&dir.join(&values))?
     };
     let values_text = match kept {
-        Some(text) => merge_values(&text, &chart.values).with_context(|| {
-            format!(
-                "cannot keep `{}`\nhelp: fix the file, or pass `--force` to rewrite it",
-                values.display()
-            )
-        })?,
+        Some(text) => {
+            let (merged, added) = merge_values(&text, &chart.values).with_context(|| {
+                format!(
+                    "cannot keep `{}`\nhelp: fix the file, or pass `--force` to rewrite it",
+                    values.display()
+                )
+            })?;
+            if !added.is_empty() {
+                crate::shell::note(
+                    "Kept",
+                    format!(
+                        "{} as it is, with the sections the chart now reads appended: {}",
+                        values.display(),
+                        added.join(", ")
+                    ),
+                );
+            }
+            merged
+        }
         None => chart.values.iter().map(|s| s.text.as_str()).collect(),
     };
     plan.add(&values, values_text, IfExists::Overwrite);
@@ -140,8 +153,8 @@ fn read_optional(path: &Path) -> Result<Option<String>> {
     }
 }
 
-/// The user's `values.yaml`, with the sections it lacks appended.
-fn merge_values(text: &str, sections: &[Section]) -> Result<String> {
+/// The user's `values.yaml`, with the sections it lacks appended, and their keys.
+fn merge_values(text: &str, sections: &[Section]) -> Result<(String, Vec<&'static str>)> {
     let existing: Value = serde_yaml::from_str(text).context("it is not valid YAML")?;
     let keys = match existing {
         Value::Mapping(map) => map,
@@ -149,8 +162,10 @@ fn merge_values(text: &str, sections: &[Section]) -> Result<String> {
         _ => bail!("it is not a mapping of values"),
     };
     let mut out = text.to_string();
+    let mut added = Vec::new();
     for section in sections {
         if !keys.contains_key(section.key) {
+            added.push(section.key);
             if !out.ends_with('\n') {
                 out.push('\n');
             }
@@ -158,7 +173,7 @@ fn merge_values(text: &str, sections: &[Section]) -> Result<String> {
             out.push_str(section.text.trim_start_matches('\n'));
         }
     }
-    Ok(out)
+    Ok((out, added))
 }
 
 /// One manifest file of `config/`: where it came from and its documents.
@@ -1207,7 +1222,8 @@ mod tests {
                 text: "\n# Webhooks.\nwebhook:\n  enable: true\n".into(),
             },
         ];
-        let merged = merge_values("manager:\n  replicas: 3 # mine\n", &sections).unwrap();
+        let (merged, added) = merge_values("manager:\n  replicas: 3 # mine\n", &sections).unwrap();
+        assert_eq!(added, vec!["webhook"]);
         assert_eq!(
             merged,
             "manager:\n  replicas: 3 # mine\n\n# Webhooks.\nwebhook:\n  enable: true\n"
