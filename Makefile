@@ -109,12 +109,25 @@ test-helm: envtest helm ## The golden project's Helm chart: helm lint and templa
 DRILLS := hack/drills/Cargo.toml
 
 .PHONY: test-drills
-test-drills: testdata envtest ## Fault drills (docs/reliability.md): the golden operator on a simulated cluster whose parts fail.
+test-drills: testdata envtest oci-image ## Fault drills (docs/reliability.md), the deploy path and the image (docs/deploy.md).
 	cargo fmt --manifest-path $(DRILLS) --check
 	CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) cargo build --locked --manifest-path testdata/project/Cargo.toml --bin project
 	CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) cargo clippy --locked --manifest-path $(DRILLS) --all-targets -- -D warnings
-	DRILLS_OPERATOR=$(PROJECTS_TARGET_DIR)/debug/project KUBEBUILDER_ASSETS="$(ASSETS)" CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) \
+	DRILLS_OPERATOR=$(PROJECTS_TARGET_DIR)/debug/project DRILLS_IMAGE=$(CURDIR)/$(OCI_IMAGE) \
+	  KUBEBUILDER_ASSETS="$(ASSETS)" CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) \
 	  cargo test --locked --manifest-path $(DRILLS) -- --nocapture
+
+# The golden operator's image without Docker (docs/deploy.md): the manager linked statically (glibc's
+# static C runtime on the host's target; no musl toolchain needed), then an OCI image layout.
+HOST_TARGET := $(shell rustc -vV | sed -n 's/^host: //p')
+OCI_IMAGE := bin/oci/project
+
+.PHONY: oci-image
+oci-image: testdata ## The golden operator's container image, built without Docker: an OCI image layout in bin/oci/project.
+	RUSTFLAGS="-C target-feature=+crt-static" CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) \
+	  cargo build --locked --release --target $(HOST_TARGET) --manifest-path testdata/project/Cargo.toml --bin project
+	python3 hack/oci-image.py --binary $(PROJECTS_TARGET_DIR)/$(HOST_TARGET)/release/project \
+	  --output $(OCI_IMAGE) --tag project:latest
 
 DOCS := docs/getting-started.md docs/zh/getting-started.md
 

@@ -163,7 +163,7 @@ def scaffold_rust(dest: Path):
 def prepare_go():
     """Kubebuilder's Go operator: scaffolded in a temp dir, built, binary + CRD cached by version."""
     manager, crd = GO_CACHE / "manager", GO_CACHE / "crd.yaml"
-    if manager.exists() and crd.exists():
+    if manager.exists() and crd.exists() and (GO_CACHE / "manager-16-workers").exists():
         log(f"Go operator cached: {manager}")
         return
     with tempfile.TemporaryDirectory(prefix="bench-go-") as d:
@@ -179,6 +179,24 @@ def prepare_go():
         GO_CACHE.mkdir(parents=True, exist_ok=True)
         shutil.copy(d / "bin/manager", manager)
         shutil.copy(d / f"config/crd/bases/{GROUP}_{PLURAL}.yaml", crd)
+        # "go-16": the same operator with 16 workers, as a Go user would set it to match ours.
+        log("go build (Go operator, MaxConcurrentReconciles: 16)")
+        controller = d / "internal/controller/memcached_controller.go"
+        source = controller.read_text()
+        if GO_SETUP_CALL not in source or GO_CONTROLLER_IMPORT_AFTER not in source:
+            die(f"{controller} no longer has `{GO_SETUP_CALL}`: update GO_SETUP_CALL in bench.py")
+        patched = source.replace(GO_SETUP_CALL, GO_SETUP_CALL + GO_16_WORKERS, 1).replace(
+            GO_CONTROLLER_IMPORT_AFTER, GO_CONTROLLER_IMPORT_AFTER + GO_CONTROLLER_IMPORT, 1)
+        controller.write_text(patched)
+        sh([go_bin(), "build", "-o", "bin/manager-16-workers", "cmd/main.go"], cwd=d, env=env)
+        shutil.copy(d / "bin/manager-16-workers", GO_CACHE / "manager-16-workers")
+
+
+# Where the Go operator's SetupWithManager builds its controller, and what "go-16" adds there.
+GO_SETUP_CALL = "ctrl.NewControllerManagedBy(mgr)."
+GO_16_WORKERS = "\n\t\tWithOptions(controller.Options{MaxConcurrentReconciles: 16})."
+GO_CONTROLLER_IMPORT_AFTER = '\tctrl "sigs.k8s.io/controller-runtime"\n'
+GO_CONTROLLER_IMPORT = '\t"sigs.k8s.io/controller-runtime/pkg/controller"\n'
 
 
 def prepare_rust():
@@ -556,12 +574,12 @@ def start_operator(name, cluster: Cluster, tmp: Path):
     env = dict(os.environ, KUBECONFIG=str(cluster.kubeconfig), RUST_LOG="info",
                MEMCACHED_IMAGE=IMAGE)  # as config/manager/manager.yaml sets it
     logf = open(tmp / f"{name}.log", "w")
-    if name == "go":
+    if name in ("go", "go-16"):
         cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(GO_CACHE / "crd.yaml"))
         cluster.kubectl("wait", "--for=condition=Established", f"crd/{PLURAL}.{GROUP}")
         cluster.wait_served()
-        cmd = [str(GO_CACHE / "manager"), "--health-probe-bind-address=127.0.0.1:0",
-               "--metrics-bind-address=0"]
+        binary = GO_CACHE / ("manager-16-workers" if name == "go-16" else "manager")
+        cmd = [str(binary), "--health-probe-bind-address=127.0.0.1:0", "--metrics-bind-address=0"]
     else:
         cmd = [str(rust_manager(name)), "--health-probe-bind-address=127.0.0.1:0", "--metrics-bind-address=0"]
     p = subprocess.Popen(cmd, env=env, stdout=logf, stderr=subprocess.STDOUT)
@@ -863,7 +881,7 @@ def cmd_run():
     sizes = [int(x) for x in os.environ.get("BENCH_SIZES", "100,500,1000").split(",")]
     runs = int(os.environ.get("BENCH_RUNS", "3"))
     idle = int(os.environ.get("BENCH_IDLE", "60"))
-    ops = os.environ.get("BENCH_OPERATORS", "rust,go,baseline,rust-1").split(",")
+    ops = os.environ.get("BENCH_OPERATORS", "rust,go,baseline,rust-1,go-16").split(",")
     profile = os.environ.get("BENCH_CLUSTER", "unlimited")
     if profile not in CLUSTER_PROFILES:
         die(f"BENCH_CLUSTER={profile}: one of {', '.join(CLUSTER_PROFILES)}")
@@ -909,7 +927,7 @@ def fmt_range(xs, f="{:.1f}"):
 
 # Rows of the report, in order.
 OPERATORS = {"rust": "rust (16 workers: default)", "rust-1": "rust, 1 worker", "go": "go (1 worker: default)",
-             "baseline": "plain client"}
+             "go-16": "go, 16 workers", "baseline": "plain client"}
 
 
 def cmd_report():
@@ -964,7 +982,7 @@ def cmd_report():
         ops = [op for op in OPERATORS if by.get((cluster, nmax, op))]
         keys = sorted({k for op in ops for p in by[(cluster, nmax, op)][0]["phases"].values()
                        for k, v in requests_of(p, op).items() if v})
-        label = {"rust": "Rust", "rust-1": "Rust 1w", "go": "Go", "baseline": "plain"}
+        label = {"rust": "Rust", "rust-1": "Rust 1w", "go": "Go", "go-16": "Go 16w", "baseline": "plain"}
         lines.append("| verb resource | " + " | ".join(f"{label[op]} {ph}" for op in ops
                                                        for ph in ("create", "scale", "idle")) + " |")
         lines.append("|---|" + "---|" * (3 * len(ops)))
@@ -1017,7 +1035,7 @@ def chart(by):
     cluster = "unlimited" if any(k[0] == "unlimited" for k in by) else "default"
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, phase in zip(axes, ("create", "scale")):
-        for op, style in (("rust", "o-"), ("rust-1", "o:"), ("go", "s-"), ("baseline", "^--")):
+        for op, style in (("rust", "o-"), ("rust-1", "o:"), ("go", "s-"), ("go-16", "s:"), ("baseline", "^--")):
             ns = sorted(k[1] for k in by if k[0] == cluster and k[2] == op)
             xs, med, lo, hi = [], [], [], []
             for n in ns:
@@ -1030,7 +1048,7 @@ def chart(by):
                     hi.append(max(w) - statistics.median(w))
             if xs:
                 label = {"rust": "rustbuilder (Rust)", "rust-1": "rustbuilder, 1 worker", "go": "Kubebuilder (Go)",
-                         "baseline": "plain client"}[op]
+                         "go-16": "Kubebuilder (Go), 16 workers", "baseline": "plain client"}[op]
                 ax.errorbar(xs, med, yerr=[lo, hi], fmt=style, capsize=3, label=label)
         ax.set_title({"create": "create N Memcached (size 1)", "scale": "scale every CR 1 → 2"}[phase])
         ax.set_xlabel("N (custom resources)")

@@ -1079,14 +1079,15 @@ fn free_ports<const N: usize>() -> [u16; N] {
 }
 
 /// Whether process `pid` has a listening TCP socket on 127.0.0.1 (or any address) at each of `ports`,
-/// from `/proc/net/tcp{,6}` and the process's file descriptors. Elsewhere than Linux: whether it runs.
+/// from `/proc/PID/net/tcp{,6}` and the process's file descriptors. Elsewhere than Linux: whether it runs.
 fn listens_on(pid: u32, ports: &[u16]) -> bool {
     #[cfg(target_os = "linux")]
     {
-        // The inodes of the listening sockets on each port (state 0A = LISTEN).
+        // The inodes of the listening sockets on each port (state 0A = LISTEN), in the process's own
+        // network namespace (a test may run the env in one of its own).
         let mut inodes: Vec<Vec<String>> = vec![Vec::new(); ports.len()];
-        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-            let text = fs::read_to_string(table).unwrap_or_default();
+        for table in ["tcp", "tcp6"] {
+            let text = fs::read_to_string(format!("/proc/{pid}/net/{table}")).unwrap_or_default();
             for line in text.lines().skip(1) {
                 let fields: Vec<&str> = line.split_whitespace().collect();
                 let (Some(local), Some(state), Some(inode)) =

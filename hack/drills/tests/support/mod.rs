@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each drill uses a part
 
+pub mod knobs;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -321,7 +323,7 @@ fn status_problems(object: &Memcached) -> Vec<String> {
 
 /// The operator binary: [`OPERATOR_ENV`] (what `make test-drills` passes), else built from
 /// testdata/project into this package's target dir.
-fn operator_binary() -> PathBuf {
+pub fn operator_binary() -> PathBuf {
     if let Some(path) = std::env::var_os(OPERATOR_ENV) {
         return PathBuf::from(path);
     }
