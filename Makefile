@@ -46,7 +46,7 @@ lint: ## Check formatting, clippy and rustdoc for the CLI and the runtime crates
 	K8S_OPENAPI_ENABLED_VERSION=1.36 RUSTDOCFLAGS="-D warnings" cargo doc --locked --workspace --no-deps
 
 .PHONY: test
-test: build lint test-cli test-runtime verify-testdata test-testdata test-docs test-drills ## Run every test: CLI, runtime crates, golden projects, their own tests on a real control plane, fault drills.
+test: build lint test-cli test-runtime verify-testdata test-testdata test-helm test-docs test-drills ## Run every test: CLI, runtime crates, golden projects, their own tests on a real control plane, the Helm chart, fault drills.
 
 .PHONY: test-cli
 test-cli: ## Unit and integration tests of the CLI.
@@ -90,6 +90,25 @@ test-testdata: build envtest ## Lint and test each sample project (envtest: a re
 	  env -u KUBEBUILDER_ASSETS PATH="$(NO_RUSTBUILDER_PATH)" \
 	    $(MAKE) -C $$project $$targets CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR); \
 	done
+
+# helm, built from Go modules like the control plane (minutes the first time), cached by version outside
+# the clone; the lock lets parallel runs share one build.
+HELM_VERSION ?= v3.22.0
+HELM := $(CACHE_DIR)/helm/$(HELM_VERSION)/helm
+
+.PHONY: helm
+helm: $(HELM) ## Provide helm (built from Go modules the first time).
+
+$(HELM):
+	@command -v go >/dev/null || { echo "building helm needs Go 1.26 or newer: install it from https://go.dev/dl" >&2; exit 1; }
+	mkdir -p $(CACHE_DIR)/helm
+	flock $(CACHE_DIR)/helm/.lock sh -ec 'test -x $(HELM) && exit 0; \
+	  GOBIN=$(CACHE_DIR)/helm/$(HELM_VERSION).tmp go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); \
+	  mkdir -p $(dir $(HELM)); mv $(CACHE_DIR)/helm/$(HELM_VERSION).tmp/helm $(HELM); rmdir $(CACHE_DIR)/helm/$(HELM_VERSION).tmp'
+
+.PHONY: test-helm
+test-helm: envtest helm ## The golden project's Helm chart: helm lint and template, then install on a local cluster.
+	HELM=$(HELM) KUBEBUILDER_ASSETS="$(ASSETS)" CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) hack/test-helm.sh testdata/project
 
 # The golden operator as a process the drills can kill; hack/drills builds with the projects' target dir.
 DRILLS := hack/drills/Cargo.toml

@@ -115,13 +115,30 @@ fn generate(args: GenerateArgs) -> Result<()> {
         "Generated",
         format!("{} from its PROJECT file", output.display()),
     );
+    let helm = project.plugins.contains_key(crate::project::HELM_PLUGIN);
     if args.skip_manifests {
-        shell::note("Next", "generate the manifests with:\n$ make manifests");
+        let chart = if helm {
+            ", then the Helm chart:\n$ make manifests && rustbuilder edit --plugins helm/v2-alpha"
+        } else {
+            ":\n$ make manifests"
+        };
+        shell::note("Next", format!("generate the manifests{chart}"));
         return Ok(());
     }
     // As `make manifests`: the project's own writer, so a regenerated project is complete.
     crate::manifests::run(&output, crate::manifests::Mode::Write)
-        .context("the project was regenerated, but its manifests were not written")
+        .context("the project was regenerated, but its manifests were not written")?;
+    if helm {
+        // The chart is built from the manifests, so it comes last.
+        let plan = crate::plugins::helm::edit(&output, true)
+            .context("the project was regenerated, but its Helm chart was not written")?;
+        plan.apply()?;
+        shell::status(
+            "Generated",
+            format!("the Helm chart in {}", crate::plugins::helm::CHART_DIR),
+        );
+    }
+    Ok(())
 }
 
 /// Makes `output` hold exactly what `staging` holds, keeping `KEEP` entries of `output`.

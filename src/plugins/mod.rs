@@ -10,6 +10,7 @@ use crate::project::{self, Project};
 use crate::scaffold::Plan;
 
 pub mod deploy_image;
+pub mod helm;
 pub mod multigroup;
 pub mod namespaced;
 pub mod rust;
