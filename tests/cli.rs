@@ -2079,6 +2079,8 @@ fn create_webhook_refuses_bad_input_and_changes_nothing() {
         path,
         &["edit", "--multigroup"],
         &["cannot move a project with webhooks to the multigroup layout yet"],
+    );
+}
 
 /// What `make manifests` writes, faked so the chart tests need no build of the project.
 fn fake_manifests(dir: &Path, role_kind: &str) {
