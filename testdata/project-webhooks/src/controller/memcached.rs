@@ -33,8 +33,9 @@ pub async fn run(manager: Manager) {
     let ctx = Arc::new(Context {
         client: manager.client(),
     });
+    // Every Memcached the manager watches: cluster-wide, or in `--watch-namespace` only.
     manager
-        .controller(Api::<Memcached>::all(manager.client()), "memcached")
+        .controller(manager.api::<Memcached>(), "memcached")
         .run(reconcile, ctx)
         .await;
 }
