@@ -95,6 +95,21 @@ async fn the_apiserver_validates_memcacheds() {
         );
     }
 
+    // The CEL rule on the name (`validation = Rule::new(..)` in the API): refused with its message.
+    let long_name = "m".repeat(64);
+    let status = api_error(api.create(&pp, &new_object(&long_name, 1)).await);
+    assert_eq!(status.code, 422, "{status:?}");
+    assert!(
+        status
+            .message
+            .contains("the name must be at most 63 characters"),
+        "unclear message {:?}",
+        status.message
+    );
+    api.create(&pp, &new_object(&"m".repeat(63), 1))
+        .await
+        .unwrap();
+
     // Omitted size: the apiserver applies the default of 1.
     let created: Memcached = {
         let raw = json!({

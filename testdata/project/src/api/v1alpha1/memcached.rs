@@ -23,6 +23,10 @@ use serde::{Deserialize, Serialize};
     status = "MemcachedStatus",
     derive = "PartialEq",
     doc = "Memcached runs a Deployment of memcached Pods managed by the operator.",
+    // A CEL rule the API server checks, no webhook needed: the name becomes the
+    // `app.kubernetes.io/instance` label of the Pods, and a label value holds 63 characters at most.
+    validation = Rule::new("self.metadata.name.size() <= 63")
+        .message("the name must be at most 63 characters: it labels the Pods"),
     scale(
         spec_replicas_path = ".spec.size",
         status_replicas_path = ".status.replicas",
