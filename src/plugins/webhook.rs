@@ -59,6 +59,9 @@ struct WebhookContext {
     /// The routes, as the runtime serves them and Kubebuilder names them.
     mutate_path: String,
     validate_path: String,
+    /// The stem of the tests' files: `memcached_v1alpha1_webhook`, or `cache_memcached_v1alpha1_webhook`
+    /// (multigroup), one per version of a kind.
+    webhook_test: String,
     /// Which webhooks the kind's file holds (rendered whole) or gains (fragments).
     defaulting: bool,
     validation: bool,
@@ -205,6 +208,10 @@ pub fn create_webhook(dir: &Path, options: &WebhookOptions) -> Result<Plan> {
         webhook_path: format!("webhook::{group_rel}{version}::{}", kind.snake()),
         mutate_path: format!("/mutate-{route}"),
         validate_path: format!("/validate-{route}"),
+        webhook_test: match multigroup {
+            true => format!("{group_snake}_{}_{version}_webhook", kind.snake()),
+            false => format!("{}_{version}_webhook", kind.snake()),
+        },
         group_path,
         defaulting,
         validation,
@@ -383,7 +390,8 @@ fn plan_admission(
 ) -> Result<()> {
     let version_dir = format!("src/webhook/{}{}", api.group_path, api.version);
     let file = format!("{version_dir}/{}.rs", api.kind_snake);
-    let test_file = format!("tests/{}_webhook.rs", api.kind_snake);
+    let test_file = format!("tests/{}.rs", api.webhook_test);
+    let e2e_file = format!("tests/e2e/{}.rs", api.webhook_test);
     let has_admission = existing.defaulting || existing.validation;
     let new_defaulting = options.defaulting && !existing.defaulting;
     let new_validation = options.validation && !existing.validation;
@@ -406,6 +414,7 @@ fn plan_admission(
                     "webhook-tests",
                     format!("{part}_envtest.rs.tera"),
                 ),
+                (&e2e_file, "e2e-webhook-checks", format!("{part}_e2e.rs.tera")),
             ] {
                 plan.insert(Insertion {
                     path,
@@ -422,6 +431,13 @@ fn plan_admission(
         let imports = runtime_imports(api.defaulting, api.validation);
         plan.edit(&file, |text| replace_runtime_import(text, &imports))?;
     }
+
+    // The e2e journey's module.
+    plan.insert(Insertion {
+        path: "tests/e2e/main.rs",
+        marker: "e2e",
+        fragment: format!("mod {};", api.webhook_test),
+    })?;
 
     // Modules: src/webhook/mod.rs (and the group's), the version's, and lib.rs.
     plan.insert(Insertion {
@@ -563,6 +579,11 @@ fn plan_conversion(
     let mut test_context = context.clone();
     test_context.insert("spokes", &spokes);
     plan.add_set("conversion-test", &test_context)?;
+    plan.insert(Insertion {
+        path: "tests/e2e/main.rs",
+        marker: "e2e",
+        fragment: format!("mod {}_conversion;", api.kind_snake),
+    })?;
     for spoke in &options.spokes {
         let spoke_deploy_image = is_deploy_image(spoke.as_str());
         // Versions scaffolded alike have the same fields; else only the metadata carries over until

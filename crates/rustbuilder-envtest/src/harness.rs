@@ -298,6 +298,43 @@ impl TestEnv {
         self.dir.path().join(pki::WEBHOOK_DIR)
     }
 
+    /// Points the webhooks of one object of a rendered manifest (e.g. `kubectl kustomize
+    /// config/default`) at the webhook server under test, as [`webhook_manifests`] does for the
+    /// objects it registers: each `clientConfig` of a Mutating- or ValidatingWebhookConfiguration, and
+    /// a CRD's conversion webhook, gets `https://127.0.0.1:<webhook_port><its path>` and this env's
+    /// CA in place of the Service that a cluster would route through. Returns whether the object has
+    /// webhooks; any other object is left as it is.
+    ///
+    /// [`webhook_manifests`]: TestEnvBuilder::webhook_manifests
+    pub fn route_webhooks(&self, object: &mut Value) -> bool {
+        let configs: Vec<&mut Value> = match object["kind"].as_str() {
+            Some("MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration") => object
+                ["webhooks"]
+                .as_array_mut()
+                .map(|webhooks| webhooks.iter_mut().map(|w| &mut w["clientConfig"]).collect())
+                .unwrap_or_default(),
+            Some("CustomResourceDefinition")
+                if object["spec"]["conversion"]["strategy"] == "Webhook" =>
+            {
+                vec![&mut object["spec"]["conversion"]["webhook"]["clientConfig"]]
+            }
+            _ => Vec::new(),
+        };
+        let routed = !configs.is_empty();
+        for config in configs {
+            let path = match (config["service"]["path"].as_str(), config["url"].as_str()) {
+                (Some(path), _) => path.to_string(),
+                (None, Some(url)) => url_path(url),
+                (None, None) if config.get("service").is_some() => String::new(),
+                // A conversion webhook without a clientConfig yet: the runtime serves it here.
+                (None, None) => "/convert".to_string(),
+            };
+            let (url, ca) = self.webhook_client_config(&path);
+            *config = json!({ "url": url, "caBundle": ca });
+        }
+        routed
+    }
+
     /// The env's CA certificate (PEM), which signed every certificate of the env.
     pub fn ca_cert(&self) -> PathBuf {
         self.dir.path().join("ca.crt")

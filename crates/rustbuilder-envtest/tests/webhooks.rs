@@ -135,3 +135,49 @@ async fn webhooks_are_pointed_at_the_local_port_with_the_envs_ca() {
         "{message}"
     );
 }
+
+/// `route_webhooks` rewrites the objects of a rendered `config/default` the same way, for tests that
+/// apply them themselves (the e2e journey); other objects are left alone.
+#[tokio::test]
+async fn rendered_objects_are_routed_to_the_local_port() {
+    let env = TestEnv::start().await;
+    let port = env.webhook_port();
+    let ca = std::fs::read(env.ca_cert()).unwrap();
+    let ca_bundle = serde_json::to_value(k8s_openapi::ByteString(ca)).unwrap();
+
+    let mut configuration: serde_json::Value = serde_yaml::from_str(MANIFESTS).unwrap();
+    assert!(env.route_webhooks(&mut configuration));
+    let url = format!("https://127.0.0.1:{port}/validate--v1-configmap");
+    assert_eq!(
+        configuration["webhooks"][0]["clientConfig"],
+        json!({ "url": url, "caBundle": ca_bundle })
+    );
+
+    let mut crd = serde_json::to_value(converted_crd()).unwrap();
+    assert!(env.route_webhooks(&mut crd));
+    let url = format!("https://127.0.0.1:{port}/convert");
+    assert_eq!(
+        crd["spec"]["conversion"]["webhook"]["clientConfig"],
+        json!({ "url": url, "caBundle": ca_bundle })
+    );
+    // The routed objects are valid: the API server accepts them.
+    let crds: Api<CustomResourceDefinition> = Api::all(env.client());
+    let crd: CustomResourceDefinition = serde_json::from_value(crd).unwrap();
+    crds.create(&PostParams::default(), &crd).await.unwrap();
+    let configs: Api<ValidatingWebhookConfiguration> = Api::all(env.client());
+    let configuration = serde_json::from_value(configuration).unwrap();
+    configs
+        .create(&PostParams::default(), &configuration)
+        .await
+        .unwrap();
+
+    let mut service = json!({ "apiVersion": "v1", "kind": "Service", "spec": { "ports": [] } });
+    let before = service.clone();
+    assert!(!env.route_webhooks(&mut service));
+    assert_eq!(service, before);
+    let mut converted_by_none = serde_json::to_value(converted_crd()).unwrap();
+    converted_by_none["spec"]["conversion"] = json!({ "strategy": "None" });
+    let before = converted_by_none.clone();
+    assert!(!env.route_webhooks(&mut converted_by_none));
+    assert_eq!(converted_by_none, before);
+}

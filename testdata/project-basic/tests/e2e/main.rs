@@ -113,6 +113,20 @@ impl Cluster {
         )
     }
 
+    /// Creates `object` with kubectl. While the manager's webhook server is not listening yet, the API
+    /// server cannot call it and refuses objects its webhooks check (they fail closed): that is
+    /// retried, any other refusal fails the test.
+    pub async fn create(&self, object: &Value) {
+        let input = object.to_string();
+        eventually("the manager's webhook server to answer", async || {
+            let (created, _, errors) = self.try_kubectl(&["create", "-f", "-"], Some(&input));
+            let starting = errors.contains("connection refused");
+            assert!(created || starting, "kubectl create was refused: {errors}");
+            created.then_some(())
+        })
+        .await;
+    }
+
     /// Runs a target of the project's Makefile against the cluster, as a user would.
     /// `manifests` is taken as done: `make test-e2e` ran it before the tests were built.
     pub fn make(&self, target: &str) {
@@ -132,6 +146,9 @@ impl Cluster {
 
     /// Installs the CRDs and the manager's RBAC (everything `config/default` holds but the manager
     /// Deployment, whose image is not built here), then starts the manager binary as its ServiceAccount.
+    ///
+    /// Webhooks, once the project has some, are served by that process: the simulated cluster routes
+    /// them to it with a certificate of its own CA, standing in for cert-manager and the Service.
     pub async fn deploy_manager(&self, env: &[(&str, &str)]) -> Manager {
         self.make("install");
         let rendered = self.kubectl(&["kustomize", "config/default"]);
@@ -140,11 +157,26 @@ impl Cluster {
             Some(&rendered),
         );
         // kubectl prints one JSON document per object.
-        let items: Vec<Value> = serde_json::Deserializer::from_str(&objects)
+        let mut items: Vec<Value> = serde_json::Deserializer::from_str(&objects)
             .into_iter::<Value>()
             .map(|object| object.expect("kubectl prints JSON objects"))
             .filter(|object| object["kind"] != "Deployment")
             .collect();
+        match &self.env {
+            // No cert-manager in the simulated cluster: its own CA stands in, and the webhook
+            // configurations are routed to the manager process instead of a Service.
+            Some(env) => {
+                items.retain(|object| !is_cert_manager(object));
+                items.iter_mut().for_each(|object| {
+                    env.route_webhooks(object);
+                });
+            }
+            None => assert!(
+                !items.iter().any(is_cert_manager),
+                "the manager runs on this machine, where the API server of an existing cluster \
+                 cannot call its webhooks: run the e2e tests without USE_EXISTING_CLUSTER"
+            ),
+        }
         let list = serde_json::json!({ "apiVersion": "v1", "kind": "List", "items": items });
         self.kubectl_with_input(
             &["apply", "--server-side", "-f", "-"],
@@ -158,7 +190,13 @@ impl Cluster {
             }
             None => self.service_account_kubeconfig(),
         };
-        Manager::start(&kubeconfig, env)
+        let mut args = Vec::new();
+        if let Some(env) = &self.env {
+            args.push(format!("--webhook-port={}", env.webhook_port()));
+            let certs = env.webhook_cert_dir();
+            args.push(format!("--webhook-cert-path={}", certs.display()));
+        }
+        Manager::start(&kubeconfig, &args, env)
     }
 
     /// A kubeconfig for the manager's ServiceAccount on an existing cluster (TokenRequest via kubectl).
@@ -203,12 +241,13 @@ pub struct Manager {
 }
 
 impl Manager {
-    fn start(kubeconfig: &Path, env: &[(&str, &str)]) -> Manager {
+    fn start(kubeconfig: &Path, args: &[String], env: &[(&str, &str)]) -> Manager {
         let child = Command::new(env!("CARGO_BIN_EXE_project-basic"))
             .args([
                 "--health-probe-bind-address=127.0.0.1:0",
                 "--metrics-bind-address=0",
             ])
+            .args(args)
             .env("KUBECONFIG", kubeconfig)
             .env("POD_NAMESPACE", NAMESPACE)
             // As config/manager sets it: the manager watches its own namespace only.
@@ -241,6 +280,12 @@ impl Drop for Manager {
             let _ = self.child.wait();
         }
     }
+}
+
+/// Whether `object` belongs to cert-manager (the webhooks' serving certificate and its issuer).
+fn is_cert_manager(object: &Value) -> bool {
+    let api_version = object["apiVersion"].as_str().unwrap_or_default();
+    api_version.starts_with("cert-manager.io/")
 }
 
 /// Polls `check` until it returns `Some`, or fails the test after [`TIMEOUT`] naming `what`.
