@@ -2,11 +2,12 @@
 //!
 //! `cli` parses commands and prints; the other modules do the work and know nothing of the command line:
 //! `model` (validated names), `project` (the PROJECT file), `scaffold` (templates, plans, markers),
-//! `plugins` (what each command generates), `rustfmt` (formatting what is generated), `vendored` (the
+//! `plugins` (what each command generates), `generate` (a project rebuilt from PROJECT), `rustfmt` (formatting what is generated), `vendored` (the
 //! runtime crates written into projects), `manifests` (running a project's manifest writer).
 
 pub mod cli;
 pub mod core_types;
+pub mod generate;
 pub mod manifests;
 pub mod model;
 pub mod plugins;

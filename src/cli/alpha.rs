@@ -1,10 +1,9 @@
 //! `rustbuilder alpha ...`: commands whose shape may still change.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result};
 
-use crate::project::Project;
 use crate::shell;
 
 #[derive(Debug, clap::Subcommand)]
@@ -48,10 +47,6 @@ pub struct GenerateArgs {
     pub skip_manifests: bool,
 }
 
-/// Entries of an output directory that regeneration never touches: version control, build output, and
-/// the lock file cargo writes on the first build.
-const KEEP: &[&str] = &[".git", "target", "Cargo.lock"];
-
 pub fn run(command: Command) -> Result<()> {
     match command {
         Command::Generate(args) => generate(args),
@@ -91,26 +86,8 @@ fn update_runtime(args: UpdateRuntimeArgs) -> Result<()> {
 }
 
 fn generate(args: GenerateArgs) -> Result<()> {
-    let project = Project::load(&args.input_dir)?;
     let output = args.output_dir.unwrap_or_else(|| args.input_dir.clone());
-    let parent = std::path::absolute(&output)?
-        .parent()
-        .map(Path::to_path_buf)
-        .context("the output directory has no parent directory")?;
-    std::fs::create_dir_all(&parent)
-        .with_context(|| format!("failed to create `{}`", parent.display()))?;
-    let staging = tempfile::Builder::new()
-        .prefix(".rustbuilder-generate-")
-        .tempdir_in(&parent)
-        .with_context(|| {
-            format!(
-                "failed to create a staging directory in `{}`",
-                parent.display()
-            )
-        })?;
-    shell::set_quiet_scoped(|| crate::plugins::generate(&project, staging.path()))
-        .context("failed to re-scaffold the project from PROJECT")?;
-    replace_contents(staging.path(), &output)?;
+    let project = crate::generate::scaffold(&args.input_dir, &output)?;
     shell::status(
         "Generated",
         format!("{} from its PROJECT file", output.display()),
@@ -137,43 +114,6 @@ fn generate(args: GenerateArgs) -> Result<()> {
             "Generated",
             format!("the Helm chart in {}", crate::plugins::helm::CHART_DIR),
         );
-    }
-    Ok(())
-}
-
-/// Makes `output` hold exactly what `staging` holds, keeping `KEEP` entries of `output`.
-fn replace_contents(staging: &Path, output: &Path) -> Result<()> {
-    if output.exists() {
-        for entry in std::fs::read_dir(output)
-            .with_context(|| format!("failed to read `{}`", output.display()))?
-        {
-            let entry = entry?;
-            if KEEP.iter().any(|k| entry.file_name() == *k) {
-                continue;
-            }
-            let path = entry.path();
-            let removed = if entry.file_type()?.is_dir() {
-                std::fs::remove_dir_all(&path)
-            } else {
-                std::fs::remove_file(&path)
-            };
-            removed.with_context(|| format!("failed to remove `{}`", path.display()))?;
-        }
-    } else {
-        std::fs::create_dir_all(output)
-            .with_context(|| format!("failed to create `{}`", output.display()))?;
-    }
-    for entry in std::fs::read_dir(staging)? {
-        let entry = entry?;
-        let target = output.join(entry.file_name());
-        if target.exists() {
-            bail!(
-                "`{}` is in the way of the regenerated project",
-                target.display()
-            );
-        }
-        std::fs::rename(entry.path(), &target)
-            .with_context(|| format!("failed to move into `{}`", target.display()))?;
     }
     Ok(())
 }
