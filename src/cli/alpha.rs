@@ -2,14 +2,39 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context as _, Result};
+use anyhow::{Context as _, Result, bail};
 
 use crate::shell;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
     Generate(GenerateArgs),
+    Update(UpdateArgs),
     UpdateRuntime(UpdateRuntimeArgs),
+}
+
+/// Move the project to the scaffold of this rustbuilder, keeping your code (a three-way merge).
+///
+/// The project is re-scaffolded from its PROJECT file twice, by the rustbuilder that made it (the
+/// ancestor) and by this one; what changed between the two is merged into your files with
+/// `git merge-file`. The tree must be committed first: the result is written into it, to review with
+/// `git diff` and undo with `git restore`. Conflicts are left as `<<<<<<<` markers and listed.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  rustbuilder alpha update                             # from PROJECT's cliVersion\n  \
+                        rustbuilder alpha update --from-binary ~/old/rustbuilder\n  \
+                        git diff && make manifests lint test"
+)]
+pub struct UpdateArgs {
+    #[command(flatten)]
+    pub project: super::ProjectDir,
+    /// The rustbuilder version that scaffolded the project [default: `cliVersion` in PROJECT].
+    #[arg(long, value_name = "VERSION")]
+    pub from_version: Option<String>,
+    /// The executable of that rustbuilder [default: `rustbuilder-<VERSION>` on PATH, then
+    /// ~/.cache/rustbuilder/releases/<VERSION>/bin/rustbuilder].
+    #[arg(long, value_name = "PATH")]
+    pub from_binary: Option<PathBuf>,
 }
 
 /// Refresh the project's `rustbuilder/` directory to the runtime of this rustbuilder.
@@ -50,6 +75,7 @@ pub struct GenerateArgs {
 pub fn run(command: Command) -> Result<()> {
     match command {
         Command::Generate(args) => generate(args),
+        Command::Update(args) => update(args),
         Command::UpdateRuntime(args) => update_runtime(args),
     }
 }
@@ -81,6 +107,73 @@ fn update_runtime(args: UpdateRuntimeArgs) -> Result<()> {
     shell::note(
         "Next",
         "review the change and build:\n$ git diff --stat && cargo build",
+    );
+    Ok(())
+}
+
+fn update(args: UpdateArgs) -> Result<()> {
+    use crate::update::{Options, Outcome, VERSION};
+    let options = Options {
+        dir: args.project.dir,
+        from_version: args.from_version,
+        from_binary: args.from_binary,
+    };
+    let report = match crate::update::run(&options)? {
+        Outcome::UpToDate => {
+            shell::status(
+                "Fresh",
+                format!("the project was scaffolded by rustbuilder {VERSION}: nothing to update"),
+            );
+            return Ok(());
+        }
+        Outcome::Merged(report) => report,
+    };
+    let (from, to) = (&report.from, &report.to);
+    for (verb, files) in [
+        ("Creating", &report.added),
+        ("Updating", &report.updated),
+        ("Removing", &report.removed),
+        ("Merged", &report.merged),
+    ] {
+        for file in files {
+            shell::status(verb, file.display());
+        }
+    }
+    for file in &report.conflicts {
+        shell::warning(format!("conflicts in `{}`", file.display()));
+    }
+    for (file, reason) in &report.kept {
+        shell::note("Kept", format!("{}: {reason}", file.display()));
+    }
+    if !report.conflicts.is_empty() {
+        let list = report
+            .conflicts
+            .iter()
+            .map(|f| format!("  {}", f.display()))
+            .collect::<Vec<_>>()
+            .join("\n");
+        bail!(
+            "the update from rustbuilder {from} to {to} left conflicts in {} file{}:\n{list}\n\
+             help: resolve the `<<<<<<<` markers in them, then `git add -A` and commit\n\
+             help: or undo the whole update: `git restore . && git clean -fd`",
+            report.conflicts.len(),
+            if report.conflicts.len() == 1 { "" } else { "s" }
+        );
+    }
+    if report.is_empty() {
+        shell::status(
+            "Fresh",
+            format!("the project already holds what rustbuilder {to} scaffolds"),
+        );
+        return Ok(());
+    }
+    shell::status(
+        "Updated",
+        format!("the project from rustbuilder {from} to {to}"),
+    );
+    shell::note(
+        "Next",
+        "review the change, refresh the manifests, test, and commit:\n$ git diff\n$ make manifests lint test\n$ git add -A && git commit -m \"Update the scaffold\"",
     );
     Ok(())
 }
