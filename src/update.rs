@@ -236,9 +236,9 @@ fn decide(
                 Ok(text) => Step::Write(text, Written::Added),
                 Err(_) => Step::Report("a binary file the new scaffold adds: it was not written"),
             },
-            Some(_) => Step::Report(
-                "you deleted it and the new scaffold changed it: it stays deleted",
-            ),
+            Some(_) => {
+                Step::Report("you deleted it and the new scaffold changed it: it stays deleted")
+            }
         });
     };
     if Some(&current) == base.as_ref() {
@@ -344,8 +344,10 @@ fn git_missing(e: std::io::Error) -> anyhow::Error {
     )
 }
 
+/// Runs git in `dir` without its optional locks, so a refused update leaves even `.git` as it was.
 fn git(dir: &Path, args: &[&str]) -> Result<std::process::Output> {
     Command::new("git")
+        .arg("--no-optional-locks")
         .args(args)
         .current_dir(dir)
         .output()
@@ -381,7 +383,12 @@ fn check_clean(dir: &Path) -> Result<()> {
     let status = String::from_utf8_lossy(&output.stdout);
     if !status.trim().is_empty() {
         let lines: Vec<&str> = status.lines().collect();
-        let shown = lines.iter().take(10).copied().collect::<Vec<_>>().join("\n");
+        let shown = lines
+            .iter()
+            .take(10)
+            .copied()
+            .collect::<Vec<_>>()
+            .join("\n");
         let more = if lines.len() > 10 {
             format!("\n... and {} more", lines.len() - 10)
         } else {
@@ -415,7 +422,11 @@ pub fn cache_binary(version: &str) -> Option<PathBuf> {
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
         .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))?;
-    Some(release_root(&cache, version).join("bin").join("rustbuilder"))
+    Some(
+        release_root(&cache, version)
+            .join("bin")
+            .join("rustbuilder"),
+    )
 }
 
 fn release_root(cache: &Path, version: &str) -> PathBuf {
