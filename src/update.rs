@@ -53,6 +53,8 @@ pub struct Report {
     pub conflicts: Vec<PathBuf>,
     /// Files kept as you have them although the new scaffold differs, with the reason.
     pub kept: Vec<(PathBuf, &'static str)>,
+    /// The project has a Helm chart, to refresh once the manifests are.
+    pub helm: bool,
 }
 
 impl Report {
@@ -127,6 +129,7 @@ pub fn run(options: &Options) -> Result<Outcome> {
     let mut report = Report {
         from,
         to: VERSION.to_string(),
+        helm: project.plugins.contains_key(project::HELM_PLUGIN),
         ..Report::default()
     };
     let mut plan = Plan::new(dir);

@@ -517,3 +517,57 @@ fn alpha_update_refuses_bad_input_and_changes_nothing() {
     );
     assert!(tree(c) == before);
 }
+
+#[test]
+fn a_helm_chart_goes_through_an_update_as_it_is() {
+    let dir = old_project();
+    let d = dir.path();
+    // The chart is built from the manifests; stand-ins do here.
+    std::fs::create_dir_all(d.join("config/crd/bases")).unwrap();
+    std::fs::write(
+        d.join("config/crd/bases/cache.example.com_memcacheds.yaml"),
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: memcacheds.cache.example.com\nspec:\n  group: cache.example.com\n  names:\n    kind: Memcached\n    plural: memcacheds\n  scope: Namespaced\n  versions: []\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("config/rbac/role.yaml"),
+        "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: manager-role\nrules:\n- apiGroups:\n  - cache.example.com\n  resources:\n  - memcacheds\n  verbs:\n  - list\n",
+    )
+    .unwrap();
+    ok(d, &["edit", "--plugins", "helm/v2-alpha"]);
+    edit(
+        d,
+        "dist/chart/values.yaml",
+        "  replicas: 1\n",
+        "  replicas: 2\n",
+    );
+    commit(d, "A chart");
+    let chart = |d: &Path| -> BTreeMap<PathBuf, Vec<u8>> {
+        tree(d)
+            .into_iter()
+            .filter(|(path, _)| path.starts_with("dist") || path.starts_with("config"))
+            .collect()
+    };
+    let before = chart(d);
+
+    let older = older();
+    let output = ok(
+        d,
+        &["alpha", "update", "--from-binary", older.to_str().unwrap()],
+    );
+    let message = stderr(&output);
+    assert!(
+        message
+            .contains("$ make manifests lint test\n$ rustbuilder edit --plugins helm/v2-alpha\n"),
+        "{message}"
+    );
+    assert!(chart(d) == before, "the chart or the manifests changed");
+    let project = read(d, "PROJECT");
+    assert!(
+        project.contains("  helm.rustbuilder.dev/v2-alpha: {}\n")
+            && project.contains(&format!("cliVersion: {NEW_VERSION}\n")),
+        "{project}"
+    );
+    assert!(read(d, ".gitignore").contains("!/dist/chart/\n"));
+    assert!(read(d, "Makefile").contains("--all-features"));
+}

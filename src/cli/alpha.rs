@@ -171,9 +171,16 @@ fn update(args: UpdateArgs) -> Result<()> {
         "Updated",
         format!("the project from rustbuilder {from} to {to}"),
     );
+    let chart = if report.helm {
+        "\n$ rustbuilder edit --plugins helm/v2-alpha"
+    } else {
+        ""
+    };
     shell::note(
         "Next",
-        "review the change, refresh the manifests, test, and commit:\n$ git diff\n$ make manifests lint test\n$ git add -A && git commit -m \"Update the scaffold\"",
+        format!(
+            "review the change, refresh the manifests, test, and commit:\n$ git diff\n$ make manifests lint test{chart}\n$ git add -A && git commit -m \"Update the scaffold to rustbuilder {to}\""
+        ),
     );
     Ok(())
 }
