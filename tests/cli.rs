@@ -1199,6 +1199,7 @@ fn every_command_has_help_with_an_example() {
         &["edit"],
         &["manifests"],
         &["alpha", "generate"],
+        &["alpha", "update"],
         &["alpha", "update-runtime"],
         &["envtest", "use"],
         &["envtest", "list"],
@@ -1764,6 +1765,7 @@ fn help_matches_the_snapshots() {
         &["manifests"],
         &["alpha"],
         &["alpha", "generate"],
+        &["alpha", "update"],
         &["alpha", "update-runtime"],
         &["envtest"],
         &["envtest", "use"],
@@ -2198,6 +2200,49 @@ fn edit_plugins_helm_writes_a_chart_from_config() {
     // `--force` rewrites the values.
     ok(d, &["edit", "--plugins", "helm/v2-alpha", "--force"]);
     assert_eq!(read(d, "dist/chart/values.yaml"), values);
+}
+
+#[test]
+fn alpha_generate_skip_manifests_keeps_the_helm_plugin_and_its_chart() {
+    let dir = memcached_project();
+    let d = dir.path();
+    fake_manifests(d, "ClusterRole");
+    ok(d, HELM);
+    // The user's values survive too: the chart is theirs to edit.
+    let values = read(d, "dist/chart/values.yaml").replace("  replicas: 1\n", "  replicas: 2\n");
+    std::fs::write(d.join("dist/chart/values.yaml"), &values).unwrap();
+    let chart: BTreeMap<PathBuf, Vec<u8>> = tree(d)
+        .into_iter()
+        .filter(|(path, _)| path.starts_with("dist"))
+        .collect();
+    assert!(chart.contains_key(Path::new("dist/chart/Chart.yaml")));
+    let project = read(d, "PROJECT");
+    let gitignore = read(d, ".gitignore");
+
+    // Into another directory: the record, the chart and the `.gitignore` lines that keep it in git.
+    let (_out, target) = regenerated(d);
+    assert_eq!(read(&target, "PROJECT"), project);
+    assert_eq!(read(&target, ".gitignore"), gitignore);
+    let copied: BTreeMap<PathBuf, Vec<u8>> = tree(&target)
+        .into_iter()
+        .filter(|(path, _)| path.starts_with("dist"))
+        .collect();
+    assert_eq!(copied, chart);
+
+    // In place, the same.
+    let output = ok(d, &["alpha", "generate", "--skip-manifests"]);
+    assert_eq!(read(d, "PROJECT"), project);
+    assert_eq!(read(d, ".gitignore"), gitignore);
+    let kept: BTreeMap<PathBuf, Vec<u8>> = tree(d)
+        .into_iter()
+        .filter(|(path, _)| path.starts_with("dist"))
+        .collect();
+    assert_eq!(kept, chart);
+    let message = stderr(&output);
+    assert!(
+        message.contains("make manifests && rustbuilder edit --plugins helm/v2-alpha"),
+        "{message}"
+    );
 }
 
 #[test]

@@ -1,16 +1,40 @@
 //! `rustbuilder alpha ...`: commands whose shape may still change.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context as _, Result, bail};
 
-use crate::project::Project;
 use crate::shell;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
     Generate(GenerateArgs),
+    Update(UpdateArgs),
     UpdateRuntime(UpdateRuntimeArgs),
+}
+
+/// Move the project to the scaffold of this rustbuilder, keeping your code (a three-way merge).
+///
+/// The project is re-scaffolded from its PROJECT file twice, by the rustbuilder that made it (the
+/// ancestor) and by this one; what changed between the two is merged into your files with
+/// `git merge-file`. The tree must be committed first: the result is written into it, to review with
+/// `git diff` and undo with `git restore`. Conflicts are left as `<<<<<<<` markers and listed.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  rustbuilder alpha update                             # from PROJECT's cliVersion\n  \
+                        rustbuilder alpha update --from-binary ~/old/rustbuilder\n  \
+                        git diff && make manifests lint test"
+)]
+pub struct UpdateArgs {
+    #[command(flatten)]
+    pub project: super::ProjectDir,
+    /// The rustbuilder version that scaffolded the project [default: `cliVersion` in PROJECT].
+    #[arg(long, value_name = "VERSION")]
+    pub from_version: Option<String>,
+    /// The executable of that rustbuilder [default: `rustbuilder-<VERSION>` on PATH, then
+    /// ~/.cache/rustbuilder/releases/<VERSION>/bin/rustbuilder].
+    #[arg(long, value_name = "PATH")]
+    pub from_binary: Option<PathBuf>,
 }
 
 /// Refresh the project's `rustbuilder/` directory to the runtime of this rustbuilder.
@@ -48,13 +72,10 @@ pub struct GenerateArgs {
     pub skip_manifests: bool,
 }
 
-/// Entries of an output directory that regeneration never touches: version control, build output, and
-/// the lock file cargo writes on the first build.
-const KEEP: &[&str] = &[".git", "target", "Cargo.lock"];
-
 pub fn run(command: Command) -> Result<()> {
     match command {
         Command::Generate(args) => generate(args),
+        Command::Update(args) => update(args),
         Command::UpdateRuntime(args) => update_runtime(args),
     }
 }
@@ -90,27 +111,83 @@ fn update_runtime(args: UpdateRuntimeArgs) -> Result<()> {
     Ok(())
 }
 
+fn update(args: UpdateArgs) -> Result<()> {
+    use crate::update::{Options, Outcome, VERSION};
+    let options = Options {
+        dir: args.project.dir,
+        from_version: args.from_version,
+        from_binary: args.from_binary,
+    };
+    let report = match crate::update::run(&options)? {
+        Outcome::UpToDate => {
+            shell::status(
+                "Fresh",
+                format!("the project was scaffolded by rustbuilder {VERSION}: nothing to update"),
+            );
+            return Ok(());
+        }
+        Outcome::Merged(report) => report,
+    };
+    let (from, to) = (&report.from, &report.to);
+    for (verb, files) in [
+        ("Creating", &report.added),
+        ("Updating", &report.updated),
+        ("Removing", &report.removed),
+        ("Merged", &report.merged),
+    ] {
+        for file in files {
+            shell::status(verb, file.display());
+        }
+    }
+    for file in &report.conflicts {
+        shell::warning(format!("conflicts in `{}`", file.display()));
+    }
+    for (file, reason) in &report.kept {
+        shell::note("Kept", format!("{}: {reason}", file.display()));
+    }
+    if !report.conflicts.is_empty() {
+        let list = report
+            .conflicts
+            .iter()
+            .map(|f| format!("  {}", f.display()))
+            .collect::<Vec<_>>()
+            .join("\n");
+        bail!(
+            "the update from rustbuilder {from} to {to} left conflicts in {} file{}:\n{list}\n\
+             help: resolve the `<<<<<<<` markers in them, then `git add -A` and commit\n\
+             help: or undo the whole update: `git restore . && git clean -fd`",
+            report.conflicts.len(),
+            if report.conflicts.len() == 1 { "" } else { "s" }
+        );
+    }
+    if report.is_empty() {
+        shell::status(
+            "Fresh",
+            format!("the project already holds what rustbuilder {to} scaffolds"),
+        );
+        return Ok(());
+    }
+    shell::status(
+        "Updated",
+        format!("the project from rustbuilder {from} to {to}"),
+    );
+    let chart = if report.helm {
+        "\n$ rustbuilder edit --plugins helm/v2-alpha"
+    } else {
+        ""
+    };
+    shell::note(
+        "Next",
+        format!(
+            "review the change, refresh the manifests, test, and commit:\n$ git diff\n$ make manifests lint test{chart}\n$ git add -A && git commit -m \"Update the scaffold to rustbuilder {to}\""
+        ),
+    );
+    Ok(())
+}
+
 fn generate(args: GenerateArgs) -> Result<()> {
-    let project = Project::load(&args.input_dir)?;
     let output = args.output_dir.unwrap_or_else(|| args.input_dir.clone());
-    let parent = std::path::absolute(&output)?
-        .parent()
-        .map(Path::to_path_buf)
-        .context("the output directory has no parent directory")?;
-    std::fs::create_dir_all(&parent)
-        .with_context(|| format!("failed to create `{}`", parent.display()))?;
-    let staging = tempfile::Builder::new()
-        .prefix(".rustbuilder-generate-")
-        .tempdir_in(&parent)
-        .with_context(|| {
-            format!(
-                "failed to create a staging directory in `{}`",
-                parent.display()
-            )
-        })?;
-    shell::set_quiet_scoped(|| crate::plugins::generate(&project, staging.path()))
-        .context("failed to re-scaffold the project from PROJECT")?;
-    replace_contents(staging.path(), &output)?;
+    let project = crate::generate::scaffold(&args.input_dir, &output)?;
     shell::status(
         "Generated",
         format!("{} from its PROJECT file", output.display()),
@@ -137,43 +214,6 @@ fn generate(args: GenerateArgs) -> Result<()> {
             "Generated",
             format!("the Helm chart in {}", crate::plugins::helm::CHART_DIR),
         );
-    }
-    Ok(())
-}
-
-/// Makes `output` hold exactly what `staging` holds, keeping `KEEP` entries of `output`.
-fn replace_contents(staging: &Path, output: &Path) -> Result<()> {
-    if output.exists() {
-        for entry in std::fs::read_dir(output)
-            .with_context(|| format!("failed to read `{}`", output.display()))?
-        {
-            let entry = entry?;
-            if KEEP.iter().any(|k| entry.file_name() == *k) {
-                continue;
-            }
-            let path = entry.path();
-            let removed = if entry.file_type()?.is_dir() {
-                std::fs::remove_dir_all(&path)
-            } else {
-                std::fs::remove_file(&path)
-            };
-            removed.with_context(|| format!("failed to remove `{}`", path.display()))?;
-        }
-    } else {
-        std::fs::create_dir_all(output)
-            .with_context(|| format!("failed to create `{}`", output.display()))?;
-    }
-    for entry in std::fs::read_dir(staging)? {
-        let entry = entry?;
-        let target = output.join(entry.file_name());
-        if target.exists() {
-            bail!(
-                "`{}` is in the way of the regenerated project",
-                target.display()
-            );
-        }
-        std::fs::rename(entry.path(), &target)
-            .with_context(|| format!("failed to move into `{}`", target.display()))?;
     }
     Ok(())
 }

@@ -37,7 +37,7 @@ pub enum Command {
     Create(CreateCommand),
     Edit(edit::Args),
     Manifests(manifests::Args),
-    /// Experimental commands: regenerate a project, refresh its runtime.
+    /// Experimental commands: regenerate a project, update its scaffold or its runtime.
     #[command(subcommand)]
     Alpha(alpha::Command),
     /// Provide the control-plane binaries (etcd, kube-apiserver, ...) that tests run.

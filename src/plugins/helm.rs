@@ -96,17 +96,7 @@ pub fn edit(dir: &Path, force: bool) -> Result<Plan> {
     plan.add(chart_dir.join("Chart.yaml"), chart.chart_yaml, user_owned);
     plan.add(chart_dir.join(".helmignore"), HELMIGNORE.into(), user_owned);
 
-    // The generated project ignores dist/ (`make build-installer` writes there); the chart is source.
-    plan.edit(".gitignore", |text| {
-        text.lines()
-            .map(|line| match line {
-                "/dist" => "/dist/*\n# The Helm chart is source: `rustbuilder edit --plugins helm/v2-alpha` writes it.\n!/dist/chart/".to_string(),
-                other => other.to_string(),
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
-            + "\n"
-    })?;
+    plan.edit(".gitignore", unignore_chart)?;
 
     project
         .plugins
@@ -114,6 +104,38 @@ pub fn edit(dir: &Path, force: bool) -> Result<Plan> {
         .or_default();
     plan.add(project::FILE_NAME, project.render(), IfExists::Overwrite);
     Ok(plan)
+}
+
+/// The generated project ignores `dist/` (`make build-installer` writes there); the chart is source.
+fn unignore_chart(gitignore: &str) -> String {
+    gitignore
+        .lines()
+        .map(|line| match line {
+            "/dist" => "/dist/*\n# The Helm chart is source: `rustbuilder edit --plugins helm/v2-alpha` writes it.\n!/dist/chart/".to_string(),
+            other => other.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}
+
+/// Keeps the chart of the project at `input` in its copy regenerated into `output` by `alpha generate`,
+/// which knows nothing of the chart: PROJECT gets the plugin's `record` back, `.gitignore` lets the chart
+/// in, and `dist/chart/` is copied as it is (the chart is built from manifests, which come later).
+pub fn carry(input: &Path, output: &Path, record: &project::PluginConfig) -> Result<()> {
+    let mut project = Project::load(output)?;
+    project
+        .plugins
+        .insert(project::HELM_PLUGIN.to_string(), record.clone());
+    let mut plan = Plan::new(output);
+    plan.add(project::FILE_NAME, project.render(), IfExists::Overwrite);
+    plan.edit(".gitignore", unignore_chart)?;
+    plan.apply()?;
+    let chart = input.join(CHART_DIR);
+    if chart.is_dir() {
+        crate::generate::copy_dir(&chart, &output.join(CHART_DIR))?;
+    }
+    Ok(())
 }
 
 /// Templates this command wrote earlier that the chart no longer has (a kind removed, a file renamed).

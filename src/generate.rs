@@ -1,0 +1,101 @@
+//! Re-scaffolding a whole project from its PROJECT file (`alpha generate`); `alpha update` builds the
+//! two scaffolds it merges with it.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result, bail};
+
+use crate::project::{self, Project};
+
+/// Entries of an output directory that regeneration never touches: version control, build output, and
+/// the lock file cargo writes on the first build.
+pub const KEEP: &[&str] = &[".git", "target", "Cargo.lock"];
+
+/// Rebuilds the project whose PROJECT file is in `input` into `output`, without its manifests.
+///
+/// The project is generated into a fresh directory next to `output` first; only when that succeeded are
+/// `output`'s contents (but [`KEEP`]) replaced by it. A Helm chart in `input` comes along as it is, and
+/// PROJECT keeps the Helm plugin's record: the chart is built from manifests, which come later.
+pub fn scaffold(input: &Path, output: &Path) -> Result<Project> {
+    let project = Project::load(input)?;
+    let parent = std::path::absolute(output)?
+        .parent()
+        .map(Path::to_path_buf)
+        .context("the output directory has no parent directory")?;
+    std::fs::create_dir_all(&parent)
+        .with_context(|| format!("failed to create `{}`", parent.display()))?;
+    let staging = tempfile::Builder::new()
+        .prefix(".rustbuilder-generate-")
+        .tempdir_in(&parent)
+        .with_context(|| {
+            format!(
+                "failed to create a staging directory in `{}`",
+                parent.display()
+            )
+        })?;
+    crate::shell::set_quiet_scoped(|| crate::plugins::generate(&project, staging.path()))
+        .context("failed to re-scaffold the project from PROJECT")?;
+    if let Some(helm) = project.plugins.get(project::HELM_PLUGIN) {
+        crate::plugins::helm::carry(input, staging.path(), helm)
+            .context("failed to keep the project's Helm chart")?;
+    }
+    replace_contents(staging.path(), output)?;
+    Ok(project)
+}
+
+/// Makes `output` hold exactly what `staging` holds, keeping `KEEP` entries of `output`.
+fn replace_contents(staging: &Path, output: &Path) -> Result<()> {
+    if output.exists() {
+        for entry in std::fs::read_dir(output)
+            .with_context(|| format!("failed to read `{}`", output.display()))?
+        {
+            let entry = entry?;
+            if KEEP.iter().any(|k| entry.file_name() == *k) {
+                continue;
+            }
+            let path = entry.path();
+            let removed = if entry.file_type()?.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            removed.with_context(|| format!("failed to remove `{}`", path.display()))?;
+        }
+    } else {
+        std::fs::create_dir_all(output)
+            .with_context(|| format!("failed to create `{}`", output.display()))?;
+    }
+    for entry in std::fs::read_dir(staging)? {
+        let entry = entry?;
+        let target = output.join(entry.file_name());
+        if target.exists() {
+            bail!(
+                "`{}` is in the way of the regenerated project",
+                target.display()
+            );
+        }
+        std::fs::rename(entry.path(), &target)
+            .with_context(|| format!("failed to move into `{}`", target.display()))?;
+    }
+    Ok(())
+}
+
+/// Copies the directory `from` to `to` (which must not exist), files and subdirectories.
+pub fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to).with_context(|| format!("failed to create `{}`", to.display()))?;
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(from)
+        .with_context(|| format!("failed to read `{}`", from.display()))?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<std::io::Result<_>>()?;
+    entries.sort();
+    for path in entries {
+        let target = to.join(path.file_name().expect("a directory entry has a name"));
+        if path.is_dir() {
+            copy_dir(&path, &target)?;
+        } else {
+            std::fs::copy(&path, &target)
+                .with_context(|| format!("failed to copy `{}`", path.display()))?;
+        }
+    }
+    Ok(())
+}

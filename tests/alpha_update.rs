@@ -1,0 +1,573 @@
+//! `rustbuilder alpha update` on a project scaffolded by an older rustbuilder.
+//!
+//! The older rustbuilder is `testdata/alpha-update/rustbuilder-older`, a stand-in that answers
+//! `--version` with 0.0.9 and makes the older scaffold from this one (see `testdata/README.md`). These
+//! tests need `git`; without it they fail, saying so.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const OLD_VERSION: &str = "0.0.9";
+const NEW_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+fn older() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/alpha-update/rustbuilder-older")
+}
+
+/// Git and rustbuilder see neither the user's git configuration nor repositories around the test's.
+fn isolated(command: &mut Command, dir: &Path) {
+    command
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "Test")
+        .env("GIT_AUTHOR_EMAIL", "test@example.com")
+        .env("GIT_COMMITTER_NAME", "Test")
+        .env("GIT_COMMITTER_EMAIL", "test@example.com")
+        .env("RUSTBUILDER_FIXTURE_BIN", env!("CARGO_BIN_EXE_rustbuilder"));
+    if let Some(parent) = dir.parent() {
+        command.env("GIT_CEILING_DIRECTORIES", parent);
+    }
+}
+
+fn rustbuilder_with(dir: &Path, args: &[&str], env: &[(&str, &Path)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_rustbuilder"));
+    command.args(args);
+    isolated(&mut command, dir);
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    command.output().expect("rustbuilder runs")
+}
+
+fn ok(dir: &Path, args: &[&str]) -> Output {
+    let output = rustbuilder_with(dir, args, &[]);
+    assert!(
+        output.status.success(),
+        "`rustbuilder {}` failed:\n{}",
+        args.join(" "),
+        stderr(&output)
+    );
+    output
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let mut command = Command::new("git");
+    command.args(args);
+    isolated(&mut command, dir);
+    let output = command
+        .output()
+        .expect("these tests need `git` on PATH: install git");
+    assert!(
+        output.status.success(),
+        "`git {}` failed:\n{}",
+        args.join(" "),
+        stderr(&output)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn commit(dir: &Path, message: &str) {
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", message]);
+}
+
+fn read(dir: &Path, path: &str) -> String {
+    std::fs::read_to_string(dir.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn edit(dir: &Path, path: &str, from: &str, to: &str) {
+    let text = read(dir, path);
+    assert!(text.contains(from), "{from:?} is not in {path}:\n{text}");
+    std::fs::write(dir.join(path), text.replacen(from, to, 1)).unwrap();
+}
+
+/// Every file under `dir` with its bytes, `.git` included.
+fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let relative = path.strip_prefix(root).unwrap().to_path_buf();
+            if path.is_dir() {
+                out.insert(relative, b"<dir>".to_vec());
+                walk(root, &path, out);
+            } else {
+                out.insert(relative, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+/// The project's files but `.git`.
+fn sources(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    tree(dir)
+        .into_iter()
+        .filter(|(path, _)| !path.starts_with(".git/") && path != Path::new(".git"))
+        .collect()
+}
+
+/// The tutorial's project as rustbuilder 0.0.9 scaffolded it, committed in its own repository.
+fn old_project() -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix("memcached-operator")
+        .tempdir()
+        .unwrap();
+    let d = dir.path();
+    ok(
+        d,
+        &[
+            "init",
+            "--domain",
+            "example.com",
+            "--project-name",
+            "memcached-operator",
+        ],
+    );
+    ok(
+        d,
+        &[
+            "create",
+            "api",
+            "--group",
+            "cache",
+            "--version",
+            "v1alpha1",
+            "--kind",
+            "Memcached",
+        ],
+    );
+    // The older rustbuilder's scaffold of the same PROJECT.
+    let older = older();
+    let mut command = Command::new(&older);
+    command.args(["alpha", "generate", "--skip-manifests"]);
+    isolated(&mut command, d);
+    let output = command.output().expect("the stand-in runs");
+    assert!(output.status.success(), "{}", stderr(&output));
+    // The fixture really is an older scaffold.
+    assert!(read(d, "PROJECT").contains(&format!("cliVersion: {OLD_VERSION}\n")));
+    assert!(d.join("hack/boilerplate.txt").exists());
+    assert!(!d.join(".github/workflows/test-e2e.yml").exists());
+    assert!(!read(d, "Makefile").contains("--all-features"));
+    git(d, &["init", "-q"]);
+    commit(d, "Scaffold with rustbuilder 0.0.9");
+    dir
+}
+
+/// The project's PROJECT file re-scaffolded by this rustbuilder into a fresh directory.
+fn new_scaffold(dir: &Path) -> (tempfile::TempDir, PathBuf) {
+    let out = tempfile::tempdir().unwrap();
+    let target = out.path().join("new");
+    let target_arg = target.to_str().unwrap().to_string();
+    ok(
+        dir,
+        &[
+            "alpha",
+            "generate",
+            "--skip-manifests",
+            "--output-dir",
+            &target_arg,
+        ],
+    );
+    (out, target)
+}
+
+// The user's edits, each away from the lines the upgrade changes.
+const CONTROLLER: &str = "src/controller/memcached.rs";
+const CONTROLLER_EDIT: (&str, &str) = (
+    "    // TODO(user): create or update what the Memcached describes here, then report it in the status.\n",
+    "    // Ours: the status is all this operator reports.\n",
+);
+const CONTROLLER_ADDITION: &str = "\n/// Ours: a helper of the user's own.\npub fn label(object: &Memcached) -> String {\n    object.name_any()\n}\n";
+const MAIN_EDIT: (&str, &str) = (
+    "    manager: ManagerArgs,\n",
+    "    manager: ManagerArgs,\n    /// Ours: log every reconcile.\n    #[arg(long)]\n    verbose: bool,\n",
+);
+const MAKEFILE_EDIT: (&str, &str) = (
+    "IMG ?= controller:latest\n",
+    "IMG ?= example.com/memcached-operator:v0.1.0\n",
+);
+const MAKEFILE_ADDITION: &str =
+    "\n.PHONY: ours\nours: ## A target of the user's own.\n\t@echo ours\n";
+
+fn append(dir: &Path, path: &str, text: &str) {
+    let before = read(dir, path);
+    std::fs::write(dir.join(path), before + text).unwrap();
+}
+
+#[test]
+fn an_update_brings_the_new_scaffold_and_keeps_every_user_edit() {
+    let dir = old_project();
+    let d = dir.path();
+    edit(d, CONTROLLER, CONTROLLER_EDIT.0, CONTROLLER_EDIT.1);
+    append(d, CONTROLLER, CONTROLLER_ADDITION);
+    edit(d, "src/main.rs", MAIN_EDIT.0, MAIN_EDIT.1);
+    edit(d, "Makefile", MAKEFILE_EDIT.0, MAKEFILE_EDIT.1);
+    append(d, "Makefile", MAKEFILE_ADDITION);
+    std::fs::write(d.join("NOTES.md"), "# Ours\n").unwrap();
+    commit(d, "Our operator");
+
+    let older = older();
+    let output = ok(
+        d,
+        &["alpha", "update", "--from-binary", older.to_str().unwrap()],
+    );
+    let message = stderr(&output);
+    for line in [
+        "Creating .github/workflows/test-e2e.yml",
+        "Updating PROJECT",
+        "Removing hack/boilerplate.txt",
+        "Merged Makefile",
+        "Merged src/controller/memcached.rs",
+        "Merged src/main.rs",
+        &format!("Updated the project from rustbuilder {OLD_VERSION} to {NEW_VERSION}"),
+        "git diff",
+    ] {
+        assert!(message.contains(line), "{line:?} in:\n{message}");
+    }
+
+    // Exactly the new scaffold, with the user's edits made to it.
+    let (_out, new) = new_scaffold(d);
+    let mut expected = sources(&new);
+    let mut with_edits = |path: &str, edits: &[(&str, &str)], addition: &str| {
+        let mut text = read(&new, path);
+        for (from, to) in edits {
+            assert!(text.contains(from), "{from:?} in the new {path}");
+            text = text.replacen(from, to, 1);
+        }
+        expected.insert(PathBuf::from(path), (text + addition).into_bytes());
+    };
+    with_edits(CONTROLLER, &[CONTROLLER_EDIT], CONTROLLER_ADDITION);
+    with_edits("src/main.rs", &[MAIN_EDIT], "");
+    with_edits("Makefile", &[MAKEFILE_EDIT], MAKEFILE_ADDITION);
+    expected.insert(PathBuf::from("NOTES.md"), b"# Ours\n".to_vec());
+    let updated = sources(d);
+    assert_eq!(
+        updated.keys().collect::<Vec<_>>(),
+        expected.keys().collect::<Vec<_>>()
+    );
+    for (path, bytes) in &expected {
+        assert!(
+            updated[path] == *bytes,
+            "{} differs from the new scaffold with the user's edits:\n{}",
+            path.display(),
+            String::from_utf8_lossy(&updated[path])
+        );
+    }
+    // The template changes arrived, so did the version.
+    assert!(read(d, "Makefile").contains("clippy --all-targets --all-features"));
+    assert!(read(d, "src/main.rs").contains("// Waits for leadership when"));
+    assert!(read(d, "PROJECT").contains(&format!("cliVersion: {NEW_VERSION}\n")));
+
+    // Committed, a second run has nothing to do.
+    commit(d, "Update the scaffold");
+    let before = tree(d);
+    let output = ok(d, &["alpha", "update"]);
+    assert!(
+        stderr(&output).contains("nothing to update"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(tree(d), before);
+}
+
+#[test]
+fn an_edit_on_the_lines_the_update_changes_is_a_conflict_left_in_the_file() {
+    let dir = old_project();
+    let d = dir.path();
+    edit(
+        d,
+        "src/main.rs",
+        "    // Runs the controllers until SIGTERM.\n",
+        "    // Ours: runs until SIGTERM, then exits.\n",
+    );
+    edit(d, "Makefile", MAKEFILE_EDIT.0, MAKEFILE_EDIT.1);
+    append(d, "hack/boilerplate.txt", "Ours too.\n");
+    commit(d, "Our operator");
+    let committed = tree(d);
+
+    // Found in the release cache, without `--from-binary`.
+    let cache = tempfile::tempdir().unwrap();
+    let bin = cache
+        .path()
+        .join(format!("rustbuilder/releases/{OLD_VERSION}/bin"));
+    std::fs::create_dir_all(&bin).unwrap();
+    let cached = bin.join("rustbuilder");
+    std::fs::write(
+        &cached,
+        format!("#!/bin/sh\nexec '{}' \"$@\"\n", older().display()),
+    )
+    .unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&cached, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let output = rustbuilder_with(d, &["alpha", "update"], &[("XDG_CACHE_HOME", cache.path())]);
+    let message = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{message}");
+    for text in [
+        "warning: conflicts in `src/main.rs`",
+        &format!(
+            "the update from rustbuilder {OLD_VERSION} to {NEW_VERSION} left conflicts in 1 file:\n"
+        ),
+        "  src/main.rs\n",
+        "then `git add -A` and commit",
+        "`git restore . && git clean -fd`",
+        "Merged Makefile",
+        "Updating src/controller/memcached.rs",
+        "Kept: hack/boilerplate.txt: the new scaffold no longer has it, but you changed it",
+    ] {
+        assert!(message.contains(text), "{text:?} in:\n{message}");
+    }
+    let main = read(d, "src/main.rs");
+    assert!(
+        main.contains(&format!(
+            "<<<<<<< ours\n    // Ours: runs until SIGTERM, then exits.\n\
+             ||||||| ancestor (rustbuilder {OLD_VERSION})\n    // Runs the controllers until SIGTERM.\n\
+             =======\n    // Waits for leadership when `--leader-elect` is on, then runs until SIGTERM.\n\
+             >>>>>>> rustbuilder {NEW_VERSION}\n"
+        )),
+        "{main}"
+    );
+    // The rest merged: the Makefile has both sides, the controller the new comment.
+    let makefile = read(d, "Makefile");
+    assert!(makefile.contains(MAKEFILE_EDIT.1) && makefile.contains("--all-features"));
+    assert!(read(d, CONTROLLER).contains("// Writes the status only when it differs"));
+    assert!(!read(d, CONTROLLER).contains("<<<<<<<") && !makefile.contains("<<<<<<<"));
+    assert!(read(d, "hack/boilerplate.txt").ends_with("Ours too.\n"));
+    assert!(d.join(".github/workflows/test-e2e.yml").exists());
+    assert!(read(d, "PROJECT").contains(&format!("cliVersion: {NEW_VERSION}\n")));
+
+    // The way back the message gives restores the commit exactly.
+    git(d, &["restore", "."]);
+    git(d, &["clean", "-fdq"]);
+    assert_eq!(sources(d), {
+        let mut c = committed;
+        c.retain(|path, _| !path.starts_with(".git/") && path != Path::new(".git"));
+        c
+    });
+}
+
+/// Runs `alpha update` expecting a refusal: non-zero, the expected messages, the directory unchanged.
+fn refused(dir: &Path, args: &[&str], env: &[(&str, &Path)], expected: &[&str]) {
+    let before = tree(dir);
+    let output = rustbuilder_with(dir, args, env);
+    let message = stderr(&output);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "`rustbuilder {}` should fail:\n{message}",
+        args.join(" ")
+    );
+    for text in expected {
+        assert!(
+            message.contains(text),
+            "`rustbuilder {}`: expected {text:?} in:\n{message}",
+            args.join(" ")
+        );
+    }
+    assert!(
+        tree(dir) == before,
+        "`rustbuilder {}` changed the directory",
+        args.join(" ")
+    );
+}
+
+#[test]
+fn alpha_update_refuses_bad_input_and_changes_nothing() {
+    let dir = old_project();
+    let d = dir.path();
+    let older = older();
+    let older_arg = older.to_str().unwrap();
+    let update = ["alpha", "update", "--from-binary", older_arg];
+    let empty = tempfile::tempdir().unwrap();
+    let no_cache = [("XDG_CACHE_HOME", empty.path())];
+
+    // Uncommitted changes: an edit, or a new file.
+    let main = read(d, "src/main.rs");
+    std::fs::write(d.join("src/main.rs"), main.clone() + "// wip\n").unwrap();
+    refused(
+        d,
+        &update,
+        &[],
+        &[
+            "the project has uncommitted changes:",
+            " M src/main.rs",
+            "help: commit or stash them first",
+        ],
+    );
+    std::fs::write(d.join("src/main.rs"), &main).unwrap();
+    std::fs::write(d.join("wip.txt"), "wip\n").unwrap();
+    refused(d, &update, &[], &["uncommitted changes", "?? wip.txt"]);
+    std::fs::remove_file(d.join("wip.txt")).unwrap();
+
+    // The old rustbuilder is nowhere: the message says how to provide it.
+    refused(
+        d,
+        &["alpha", "update"],
+        &no_cache,
+        &[
+            &format!("rustbuilder {OLD_VERSION}, which scaffolded this project, was not found"),
+            &format!("`rustbuilder-{OLD_VERSION}` on PATH"),
+            &format!(
+                "help: install it: `cargo install rustbuilder --version {OLD_VERSION} --root "
+            ),
+            "help: or pass its executable: `rustbuilder alpha update --from-binary PATH`",
+        ],
+    );
+    refused(
+        d,
+        &[
+            "alpha",
+            "update",
+            "--from-binary",
+            "/nonexistent/rustbuilder",
+        ],
+        &[],
+        &["failed to run `/nonexistent/rustbuilder`", "help:"],
+    );
+    // A rustbuilder of another version than the project's.
+    refused(
+        d,
+        &[
+            "alpha",
+            "update",
+            "--from-binary",
+            env!("CARGO_BIN_EXE_rustbuilder"),
+        ],
+        &[],
+        &[
+            &format!(
+                "is rustbuilder {NEW_VERSION}, but the project was scaffolded by rustbuilder {OLD_VERSION}"
+            ),
+            &format!("`--from-version {NEW_VERSION}`"),
+        ],
+    );
+    refused(
+        d,
+        &[
+            "alpha",
+            "update",
+            "--from-version",
+            "0.0.8",
+            "--from-binary",
+            older_arg,
+        ],
+        &[],
+        &[&format!(
+            "is rustbuilder {OLD_VERSION}, but the project was scaffolded by rustbuilder 0.0.8"
+        )],
+    );
+    refused(
+        d,
+        &["alpha", "update", "--from-version", "../0.0.9"],
+        &no_cache,
+        &["`../0.0.9` is not a rustbuilder version"],
+    );
+
+    // Not a git repository.
+    std::fs::remove_dir_all(d.join(".git")).unwrap();
+    refused(
+        d,
+        &update,
+        &[],
+        &[
+            "is not in a git repository",
+            "help: put the project under git first",
+        ],
+    );
+
+    // No PROJECT.
+    let bare = tempfile::tempdir().unwrap();
+    git(bare.path(), &["init", "-q"]);
+    refused(bare.path(), &update, &[], &["no `PROJECT` file", "help:"]);
+
+    // A project of this rustbuilder: nothing to update, and nothing changes.
+    let current = tempfile::tempdir().unwrap();
+    let c = current.path();
+    ok(
+        c,
+        &[
+            "init",
+            "--domain",
+            "example.com",
+            "--project-name",
+            "current",
+        ],
+    );
+    git(c, &["init", "-q"]);
+    commit(c, "Scaffold");
+    let before = tree(c);
+    let output = ok(c, &["alpha", "update"]);
+    assert!(
+        stderr(&output).contains(&format!(
+            "the project was scaffolded by rustbuilder {NEW_VERSION}: nothing to update"
+        )),
+        "{}",
+        stderr(&output)
+    );
+    assert!(tree(c) == before);
+}
+
+#[test]
+fn a_helm_chart_goes_through_an_update_as_it_is() {
+    let dir = old_project();
+    let d = dir.path();
+    // The chart is built from the manifests; stand-ins do here.
+    std::fs::create_dir_all(d.join("config/crd/bases")).unwrap();
+    std::fs::write(
+        d.join("config/crd/bases/cache.example.com_memcacheds.yaml"),
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: memcacheds.cache.example.com\nspec:\n  group: cache.example.com\n  names:\n    kind: Memcached\n    plural: memcacheds\n  scope: Namespaced\n  versions: []\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("config/rbac/role.yaml"),
+        "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: manager-role\nrules:\n- apiGroups:\n  - cache.example.com\n  resources:\n  - memcacheds\n  verbs:\n  - list\n",
+    )
+    .unwrap();
+    ok(d, &["edit", "--plugins", "helm/v2-alpha"]);
+    edit(
+        d,
+        "dist/chart/values.yaml",
+        "  replicas: 1\n",
+        "  replicas: 2\n",
+    );
+    commit(d, "A chart");
+    let chart = |d: &Path| -> BTreeMap<PathBuf, Vec<u8>> {
+        tree(d)
+            .into_iter()
+            .filter(|(path, _)| path.starts_with("dist") || path.starts_with("config"))
+            .collect()
+    };
+    let before = chart(d);
+
+    let older = older();
+    let output = ok(
+        d,
+        &["alpha", "update", "--from-binary", older.to_str().unwrap()],
+    );
+    let message = stderr(&output);
+    assert!(
+        message
+            .contains("$ make manifests lint test\n$ rustbuilder edit --plugins helm/v2-alpha\n"),
+        "{message}"
+    );
+    assert!(chart(d) == before, "the chart or the manifests changed");
+    let project = read(d, "PROJECT");
+    assert!(
+        project.contains("  helm.rustbuilder.dev/v2-alpha: {}\n")
+            && project.contains(&format!("cliVersion: {NEW_VERSION}\n")),
+        "{project}"
+    );
+    assert!(read(d, ".gitignore").contains("!/dist/chart/\n"));
+    assert!(read(d, "Makefile").contains("--all-features"));
+}
