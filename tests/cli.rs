@@ -1895,6 +1895,16 @@ fn create_webhook_adds_each_webhook_type_next_to_the_users_code() {
     ] {
         assert!(main.contains(registration), "{registration}:\n{main}");
     }
+    // The e2e journey checks both webhooks (the second went in at the marker) and the conversion.
+    let e2e = read(path, "tests/e2e/memcached_v1alpha1_webhook.rs");
+    let defaulting = e2e.find("// Defaulting:").expect("the defaulting check");
+    let validation = e2e.find("// Validation:").expect("the validation check");
+    let marker = e2e.find("+rustbuilder:scaffold:e2e-webhook-checks").unwrap();
+    assert!(defaulting < validation && validation < marker, "{e2e}");
+    let e2e_main = read(path, "tests/e2e/main.rs");
+    for module in ["mod memcached_v1alpha1_webhook;", "mod memcached_conversion;"] {
+        assert_eq!(e2e_main.matches(module).count(), 1, "{module}:\n{e2e_main}");
+    }
     let crdgen = read(path, "src/bin/crdgen.rs");
     assert!(
         crdgen.contains("crds.storage_version::<api::v1::Memcached>()"),
@@ -1906,8 +1916,10 @@ fn create_webhook_adds_each_webhook_type_next_to_the_users_code() {
     );
     for file in [
         "src/api/v1alpha1/memcached_conversion.rs",
-        "tests/memcached_webhook.rs",
+        "tests/memcached_v1alpha1_webhook.rs",
         "tests/memcached_conversion.rs",
+        "tests/e2e/memcached_v1alpha1_webhook.rs",
+        "tests/e2e/memcached_conversion.rs",
         "config/webhook/kustomization.yaml",
         "config/webhook/service.yaml",
         "config/certmanager/certificate.yaml",

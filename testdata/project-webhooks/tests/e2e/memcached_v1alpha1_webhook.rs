@@ -50,6 +50,7 @@ async fn the_api_server_calls_the_memcached_webhooks() {
     let cluster = Cluster::start().await;
     let manager = cluster.deploy_manager(&[]).await;
     cluster.kubectl(&["create", "namespace", NAMESPACE]);
+
     // Defaulting: created without the name label, it is stored with the one the webhook sets.
     cluster.create(&sample(&cluster, "defaulted", None)).await;
     let label = name_label(&cluster, "defaulted");
@@ -66,7 +67,6 @@ async fn the_api_server_calls_the_memcached_webhooks() {
     assert!(!changed, "the validating webhook let the name label change");
     assert!(message.contains("cannot change once set"), "{message}");
     assert_eq!(name_label(&cluster, "validated"), "memcached");
-
     // +rustbuilder:scaffold:e2e-webhook-checks
     assert!(manager.stop(), "the manager did not exit 0 on SIGTERM");
 }
