@@ -2,13 +2,13 @@
 //! `src/controller/<kind>.rs`) and the multigroup one (`src/api/<group>/<version>/`,
 //! `src/controller/<group>/<kind>.rs`).
 //!
-//! A single-group project is moved as a whole: everything under `src/api/` and `src/controller/` except
-//! their `mod.rs` goes one directory down, into the group's, and the paths that named it are
-//! requalified (`crate::api::v1alpha1` → `crate::api::cache::v1alpha1`) in every Rust file of `src/`,
-//! `tests/`, `examples/` and `benches/`. It is refused, with the directory unchanged, when the code was
-//! changed in a way the move cannot follow: `src/api/mod.rs` or `src/controller/mod.rs` holding more
-//! than the module list (and `MANAGER_NAME`), or a moved file reaching above its new depth with
-//! `super::super`.
+//! A single-group project is moved as a whole: everything under `src/api/`, `src/controller/` and
+//! `src/webhook/` except their `mod.rs` goes one directory down, into the group's, and the paths that
+//! named it are requalified (`crate::api::v1alpha1` → `crate::api::cache::v1alpha1`) in every Rust file
+//! of `src/`, `tests/`, `examples/` and `benches/`. It is refused, with the directory unchanged, when
+//! the code was changed in a way the move cannot follow: a module list (`src/api/mod.rs`,
+//! `src/controller/mod.rs`, `src/webhook/mod.rs`) holding more than its modules (and `MANAGER_NAME`),
+//! or a moved file reaching above its new depth with `super::super`.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -57,13 +57,6 @@ pub fn edit(dir: &Path, multigroup: bool) -> Result<Edit> {
         plan.add(project::FILE_NAME, project.render(), IfExists::Overwrite);
         return Ok(Edit::Move(plan));
     }
-    if let Some(resource) = project.resources.iter().find(|r| r.webhooks.is_some()) {
-        bail!(
-            "cannot move a project with webhooks to the multigroup layout yet: `{}` {} has webhooks in `src/webhook/`, which this move does not follow\nhelp: run `rustbuilder edit --multigroup` before `create webhook`, or move `src/webhook/<version>/` to `src/webhook/<group>/<version>/` by hand",
-            resource.kind,
-            resource.version
-        );
-    }
     let group = match groups.iter().collect::<Vec<_>>().as_slice() {
         [] => None,
         [one] => Some(one.parse::<Group>()?),
@@ -96,7 +89,13 @@ pub fn edit(dir: &Path, multigroup: bool) -> Result<Edit> {
     // The two module lists must hold nothing but modules (and `MANAGER_NAME`).
     let api_modules = check_module_list(dir, "src/api/mod.rs", false)?;
     let controller_modules = check_module_list(dir, "src/controller/mod.rs", true)?;
-    for sub in ["src/api", "src/controller"] {
+    // Webhooks, once `create webhook` made `src/webhook/`: one module per version, like `src/api/`.
+    let has_webhooks = dir.join("src/webhook").exists();
+    let webhook_modules = match has_webhooks {
+        true => check_module_list(dir, "src/webhook/mod.rs", false)?,
+        false => Vec::new(),
+    };
+    for sub in ["src/api", "src/controller", "src/webhook"] {
         let target = dir.join(sub).join(&group_snake);
         if target.exists() {
             bail!(
@@ -107,18 +106,22 @@ pub fn edit(dir: &Path, multigroup: bool) -> Result<Edit> {
     }
     let api_children = children(&dir.join("src/api"))?;
     let controller_children = children(&dir.join("src/controller"))?;
+    let webhook_children = children(&dir.join("src/webhook"))?;
     let rewrite = Requalify {
         group: &group_snake,
         crate_name: &crate_name,
         api: &api_children,
         controller: &controller_children,
+        webhook: &webhook_children,
     };
 
-    // Everything under src/api/ and src/controller/ but mod.rs moves into the group's directory.
+    // Everything under src/api/, src/controller/ and src/webhook/ but mod.rs moves into the group's
+    // directory.
     let mut moved = BTreeSet::new();
     for (sub, depth_limit) in [
         ("src/api", "super::super::super"),
         ("src/controller", "super::super"),
+        ("src/webhook", "super::super::super"),
     ] {
         for file in files_under(&dir.join(sub))? {
             let relative = file
@@ -175,7 +178,7 @@ pub fn edit(dir: &Path, multigroup: bool) -> Result<Edit> {
             let mut after = rewrite.apply(&text);
             for from in &moved {
                 let from_str = from.to_string_lossy();
-                for sub in ["src/api/", "src/controller/"] {
+                for sub in ["src/api/", "src/controller/", "src/webhook/"] {
                     if let Some(rest) = from_str.strip_prefix(sub) {
                         after = after.replace(
                             &format!("\"{from_str}\""),
@@ -237,6 +240,26 @@ pub fn edit(dir: &Path, multigroup: bool) -> Result<Edit> {
     plan.edit("src/controller/mod.rs", |text| {
         text.replace(SINGLE_CONTROLLER_DOC, MULTI_CONTROLLER_DOC)
     })?;
+    if has_webhooks {
+        plan.add_generated(
+            format!("src/webhook/{group_snake}/mod.rs"),
+            group_module(
+                "webhook-group/src/webhook/{{group_snake}}/mod.rs.tera",
+                &context,
+                "versions",
+                &webhook_modules,
+            )?,
+        );
+        plan.edit("src/webhook/mod.rs", |text| {
+            let text = swap_marker(&drop_modules(text, &webhook_modules), "versions", "groups");
+            text.replace(SINGLE_WEBHOOK_DOC, MULTI_WEBHOOK_DOC)
+        })?;
+        plan.insert(Insertion {
+            path: "src/webhook/mod.rs",
+            marker: "groups",
+            fragment: format!("pub mod {group_snake};"),
+        })?;
+    }
 
     project.multigroup = true;
     for resource in &mut project.resources {
@@ -251,6 +274,8 @@ pub fn edit(dir: &Path, multigroup: bool) -> Result<Edit> {
 
 const SINGLE_API_DOC: &str = "//! The project's Kubernetes APIs, one module per version.";
 const MULTI_API_DOC: &str = "//! The project's Kubernetes APIs, one module per API group.";
+const SINGLE_WEBHOOK_DOC: &str = "of the project's APIs, one module per version.";
+const MULTI_WEBHOOK_DOC: &str = "of the project's APIs, one module per API group.";
 const SINGLE_CONTROLLER_DOC: &str = "//! Controllers, one module per kind.";
 const MULTI_CONTROLLER_DOC: &str = "//! Controllers, one module per API group.";
 
@@ -393,12 +418,15 @@ struct Requalify<'a> {
     api: &'a BTreeSet<String>,
     /// Modules directly under `src/controller/`.
     controller: &'a BTreeSet<String>,
+    /// Modules directly under `src/webhook/` (the versions).
+    webhook: &'a BTreeSet<String>,
 }
 
 impl Requalify<'_> {
     fn apply(&self, text: &str) -> String {
         let text = self.requalify(text, "api", self.api);
-        self.requalify(&text, "controller", self.controller)
+        let text = self.requalify(&text, "controller", self.controller);
+        self.requalify(&text, "webhook", self.webhook)
     }
 
     /// `api::v1alpha1` → `api::cache::v1alpha1` where `api` is the crate's module: after `crate::`,

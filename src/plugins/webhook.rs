@@ -59,8 +59,7 @@ struct WebhookContext {
     /// The routes, as the runtime serves them and Kubebuilder names them.
     mutate_path: String,
     validate_path: String,
-    /// The stem of the tests' files: `memcached_v1alpha1_webhook`, or `cache_memcached_v1alpha1_webhook`
-    /// (multigroup), one per version of a kind.
+    /// The stem of the tests' files, one per version of a kind: `memcached_v1alpha1_webhook`.
     webhook_test: String,
     /// Which webhooks the kind's file holds (rendered whole) or gains (fragments).
     defaulting: bool,
@@ -208,10 +207,7 @@ pub fn create_webhook(dir: &Path, options: &WebhookOptions) -> Result<Plan> {
         webhook_path: format!("webhook::{group_rel}{version}::{}", kind.snake()),
         mutate_path: format!("/mutate-{route}"),
         validate_path: format!("/validate-{route}"),
-        webhook_test: match multigroup {
-            true => format!("{group_snake}_{}_{version}_webhook", kind.snake()),
-            false => format!("{}_{version}_webhook", kind.snake()),
-        },
+        webhook_test: format!("{}_{version}_webhook", kind.snake()),
         group_path,
         defaulting,
         validation,
@@ -414,7 +410,11 @@ fn plan_admission(
                     "webhook-tests",
                     format!("{part}_envtest.rs.tera"),
                 ),
-                (&e2e_file, "e2e-webhook-checks", format!("{part}_e2e.rs.tera")),
+                (
+                    &e2e_file,
+                    "e2e-webhook-checks",
+                    format!("{part}_e2e.rs.tera"),
+                ),
             ] {
                 plan.insert(Insertion {
                     path,

@@ -308,11 +308,17 @@ impl TestEnv {
     /// [`webhook_manifests`]: TestEnvBuilder::webhook_manifests
     pub fn route_webhooks(&self, object: &mut Value) -> bool {
         let configs: Vec<&mut Value> = match object["kind"].as_str() {
-            Some("MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration") => object
-                ["webhooks"]
-                .as_array_mut()
-                .map(|webhooks| webhooks.iter_mut().map(|w| &mut w["clientConfig"]).collect())
-                .unwrap_or_default(),
+            Some("MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration") => {
+                object["webhooks"]
+                    .as_array_mut()
+                    .map(|webhooks| {
+                        webhooks
+                            .iter_mut()
+                            .map(|w| &mut w["clientConfig"])
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            }
             Some("CustomResourceDefinition")
                 if object["spec"]["conversion"]["strategy"] == "Webhook" =>
             {
