@@ -54,7 +54,10 @@ async fn the_api_server_calls_the_memcached_webhooks() {
     // Defaulting: created without the name label, it is stored with the one the webhook sets.
     cluster.create(&sample(&cluster, "defaulted", None)).await;
     let label = name_label(&cluster, "defaulted");
-    assert_eq!(label, "memcached", "the defaulting webhook was not called");
+    assert_eq!(
+        label, "memcached",
+        "the defaulting webhook did not set the name label"
+    );
 
     // Validation: changing the name label is refused, with the webhook's message.
     cluster
