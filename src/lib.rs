@@ -7,6 +7,7 @@
 
 pub mod cli;
 pub mod core_types;
+pub mod external;
 pub mod manifests;
 pub mod model;
 pub mod plugins;

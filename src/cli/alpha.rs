@@ -108,7 +108,7 @@ fn generate(args: GenerateArgs) -> Result<()> {
                 parent.display()
             )
         })?;
-    shell::set_quiet_scoped(|| crate::plugins::generate(&project, staging.path()))
+    shell::set_quiet_scoped(|| crate::plugins::generate(&project, &args.input_dir, staging.path()))
         .context("failed to re-scaffold the project from PROJECT")?;
     replace_contents(staging.path(), &output)?;
     shell::status(
