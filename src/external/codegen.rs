@@ -35,7 +35,10 @@ pub fn generate(resource: &Resource<'_>, schema: &Value) -> Result<String> {
         );
     };
     let status = properties.and_then(|p| p.get("status"));
-    let mut generator = Generator::default();
+    let mut generator = Generator {
+        kind: resource.kind.to_string(),
+        ..Generator::default()
+    };
     let spec_name = format!("{}Spec", resource.kind);
     let status_name = format!("{}Status", resource.kind);
     generator.names.insert(spec_name.clone());
@@ -45,9 +48,9 @@ pub fn generate(resource: &Resource<'_>, schema: &Value) -> Result<String> {
         status: status.is_some().then_some(status_name.as_str()),
     };
     // Each type is followed by the types it holds, depth first.
-    let mut items = vec![generator.object(&spec_name, spec, Some(root))?];
+    let mut items = vec![generator.object(&spec_name, spec, Some(root), "spec")?];
     if let Some(status) = status {
-        items.push(generator.object(&status_name, status, Some(Root::Status))?);
+        items.push(generator.object(&status_name, status, Some(Root::Status), "status")?);
     }
     let mut imports = vec![
         "use kube::CustomResource;",
@@ -81,6 +84,8 @@ enum Root<'a, 'b> {
 
 #[derive(Default)]
 struct Generator {
+    /// The kind, for the doc comments of nested types.
+    kind: String,
     /// Type names already taken.
     names: BTreeSet<String>,
     /// The nested structs and enums of the struct being generated, in the order they were met.
@@ -106,7 +111,13 @@ impl Generator {
 
     /// The struct `name` for the object schema `schema`. Nested types are pushed to `self.items`;
     /// the struct itself is returned (roots) or pushed too (nested, see [`Generator::field_type`]).
-    fn object(&mut self, name: &str, schema: &Value, root: Option<Root<'_, '_>>) -> Result<String> {
+    fn object(
+        &mut self,
+        name: &str,
+        schema: &Value,
+        root: Option<Root<'_, '_>>,
+        path: &str,
+    ) -> Result<String> {
         let properties = schema
             .get("properties")
             .and_then(Value::as_object)
@@ -127,7 +138,8 @@ impl Generator {
             let optional = !required.contains(json_name.as_str())
                 || field.get("nullable").and_then(Value::as_bool) == Some(true);
             let nested = format!("{name}{}", type_word(json_name));
-            let (ty, ty_default) = self.field_type(&nested, field)?;
+            let (ty, ty_default) =
+                self.field_type(&nested, field, &format!("{path}.{json_name}"))?;
             defaultable &= optional || ty_default;
             doc(&mut fields, field.get("description"));
             let bare = ident.strip_prefix("r#").unwrap_or(&ident);
@@ -153,7 +165,11 @@ impl Generator {
         self.defaultable.insert(name.to_string(), defaultable);
 
         let mut out = String::new();
-        doc(&mut out, schema.get("description"));
+        // A nested type says where it is; what it means is on the field that holds it.
+        match root {
+            Some(_) => doc(&mut out, schema.get("description")),
+            None => self.location(&mut out, path),
+        }
         let mut derives = vec![];
         if matches!(root, Some(Root::Spec { .. })) {
             derives.push("CustomResource");
@@ -199,7 +215,7 @@ impl Generator {
 
     /// The Rust type of a property, and whether it has a `Default`. `name` is the type name to use if
     /// the property needs a struct or enum of its own.
-    fn field_type(&mut self, name: &str, schema: &Value) -> Result<(String, bool)> {
+    fn field_type(&mut self, name: &str, schema: &Value, path: &str) -> Result<(String, bool)> {
         let flag = |key: &str| schema.get(key).and_then(Value::as_bool) == Some(true);
         if flag("x-kubernetes-int-or-string") {
             self.uses_int_or_string = true;
@@ -212,7 +228,7 @@ impl Generator {
         let ty = schema.get("type").and_then(Value::as_str);
         match ty {
             Some("string") => match string_enum(schema) {
-                Some(values) => Ok((self.enumeration(name, schema, &values), false)),
+                Some(values) => Ok((self.enumeration(name, &values, path), false)),
                 None => Ok(("String".into(), true)),
             },
             Some("integer") => {
@@ -226,19 +242,19 @@ impl Generator {
             Some("boolean") => Ok(("bool".into(), true)),
             Some("array") => {
                 let items = schema.get("items").unwrap_or(&Value::Null);
-                let (item, _) = self.field_type(name, items)?;
+                let (item, _) = self.field_type(name, items, &format!("{path}[]"))?;
                 Ok((format!("Vec<{item}>"), true))
             }
             Some("object") | None if has_properties => {
                 let name = self.name(name);
-                self.object(&name, schema, None)?;
+                self.object(&name, schema, None, path)?;
                 let default = self.defaultable.get(&name).copied().unwrap_or(false);
                 Ok((name, default))
             }
             Some("object") => match schema.get("additionalProperties") {
                 Some(values @ Value::Object(_)) => {
                     self.uses_map = true;
-                    let (value, _) = self.field_type(name, values)?;
+                    let (value, _) = self.field_type(name, values, &format!("{path}.*"))?;
                     Ok((format!("BTreeMap<String, {value}>"), true))
                 }
                 _ if flag("x-kubernetes-preserve-unknown-fields")
@@ -258,8 +274,13 @@ impl Generator {
         }
     }
 
+    /// The doc comment of a nested type: where it is in the resource.
+    fn location(&self, out: &mut String, path: &str) {
+        let _ = writeln!(out, "/// `{path}` of a {}.", self.kind);
+    }
+
     /// A Rust enum for a string enum; returns its name.
-    fn enumeration(&mut self, name: &str, schema: &Value, values: &[String]) -> String {
+    fn enumeration(&mut self, name: &str, values: &[String], path: &str) -> String {
         let name = self.name(name);
         let mut taken = BTreeSet::new();
         let mut variants = String::new();
@@ -285,7 +306,7 @@ impl Generator {
             idents.push(ident);
         }
         let mut out = String::new();
-        doc(&mut out, schema.get("description"));
+        self.location(&mut out, path);
         out.push_str("#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]\n");
         if trips_enum_variant_names(&name, &idents) {
             out.push_str("// The variants are the values the CRD allows.\n");
@@ -439,4 +460,380 @@ fn list_marker(line: &str) -> Option<usize> {
     }
     let digits = line.chars().take_while(char::is_ascii_digit).count();
     (digits > 0 && line[digits..].starts_with(". ")).then_some(digits + 2)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn resource(namespaced: bool) -> Resource<'static> {
+        Resource {
+            group: "example.io",
+            version: "v1",
+            kind: "Widget",
+            plural: "widgets",
+            namespaced,
+        }
+    }
+
+    /// The generated text, checked to be Rust rustfmt can parse, and formatted like a project's file.
+    fn generated(schema: serde_json::Value) -> String {
+        let text = generate(&resource(true), &schema).unwrap();
+        let (outcome, errors) = crate::rustfmt::format(&["widget.rs".into()], &[text], None);
+        let crate::rustfmt::Outcome::Formatted(mut texts) = outcome else {
+            panic!("{}", crate::rustfmt::MISSING);
+        };
+        assert!(
+            errors.is_empty(),
+            "the generated Rust does not parse:\n{errors}"
+        );
+        texts.remove(0)
+    }
+
+    fn spec(properties: serde_json::Value, required: &[&str]) -> serde_json::Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "spec": { "type": "object", "required": required, "properties": properties }
+            }
+        })
+    }
+
+    #[test]
+    fn required_fields_are_plain_and_others_options() {
+        let out = generated(spec(
+            json!({
+                "replicas": { "type": "integer", "format": "int32" },
+                "paused": { "type": "boolean" },
+                "ratio": { "type": "number" },
+                "owner": { "type": "string", "nullable": true },
+                "name": { "type": "string", "description": "The name." },
+                "generation": { "type": "integer" },
+            }),
+            &["name", "owner", "generation"],
+        ));
+        assert!(
+            out.contains("    /// The name.\n    pub name: String,"),
+            "{out}"
+        );
+        assert!(out.contains("pub generation: i64,"), "{out}");
+        // Nullable: `null` must deserialize, even though the field is required.
+        assert!(out.contains("pub owner: Option<String>,"), "{out}");
+        assert!(
+            out.contains(
+                "#[serde(default, skip_serializing_if = \"Option::is_none\")]\n    pub replicas: Option<i32>,"
+            ),
+            "{out}"
+        );
+        assert!(out.contains("pub paused: Option<bool>,"), "{out}");
+        assert!(out.contains("pub ratio: Option<f64>,"), "{out}");
+        // No status in the schema: no status type.
+        assert!(!out.contains("status"), "{out}");
+        assert!(
+            out.contains("#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]"),
+            "{out}"
+        );
+        assert!(
+            out.contains("    namespaced\n)]") || out.contains(", namespaced)]"),
+            "{out}"
+        );
+        assert!(out.contains("#[kube(schema = \"disabled\")]"), "{out}");
+    }
+
+    #[test]
+    fn nested_objects_and_arrays_become_structs_named_by_their_path() {
+        let out = generated(spec(
+            json!({
+                "issuerRef": {
+                    "type": "object",
+                    "description": "The issuer.",
+                    "required": ["name"],
+                    "properties": { "name": { "type": "string" }, "kind": { "type": "string" } }
+                },
+                "ports": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": { "containerPort": { "type": "integer", "format": "int32" } }
+                    }
+                },
+                "hosts": { "type": "array", "items": { "type": "string" } },
+            }),
+            &["issuerRef"],
+        ));
+        assert!(out.contains("    /// The issuer.\n    #[serde(rename = \"issuerRef\")]\n    pub issuer_ref: WidgetSpecIssuerRef,"), "{out}");
+        assert!(out.contains("/// `spec.issuerRef` of a Widget.\n#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]\npub struct WidgetSpecIssuerRef {"), "{out}");
+        assert!(
+            out.contains("pub ports: Option<Vec<WidgetSpecPorts>>,"),
+            "{out}"
+        );
+        assert!(out.contains("/// `spec.ports[]` of a Widget."), "{out}");
+        assert!(out.contains("#[serde(rename = \"containerPort\", default, skip_serializing_if = \"Option::is_none\")]") || out.contains("rename = \"containerPort\","), "{out}");
+        assert!(out.contains("pub container_port: Option<i32>,"), "{out}");
+        assert!(out.contains("pub hosts: Option<Vec<String>>,"), "{out}");
+        // Depth first: each type right after the one that holds it.
+        let order: Vec<usize> = [
+            "pub struct WidgetSpec ",
+            "pub struct WidgetSpecIssuerRef",
+            "pub struct WidgetSpecPorts",
+        ]
+        .iter()
+        .map(|s| out.find(s).unwrap_or_else(|| panic!("{s} missing:\n{out}")))
+        .collect();
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{out}");
+    }
+
+    #[test]
+    fn maps_come_from_additional_properties() {
+        let out = generated(spec(
+            json!({
+                "labels": { "type": "object", "additionalProperties": { "type": "string" } },
+                "limits": {
+                    "type": "object",
+                    "additionalProperties": { "x-kubernetes-int-or-string": true, "anyOf": [{ "type": "integer" }, { "type": "string" }] }
+                },
+                "backends": {
+                    "type": "object",
+                    "additionalProperties": {
+                        "type": "object",
+                        "properties": { "weight": { "type": "integer" } }
+                    }
+                },
+                "anything": { "type": "object" },
+            }),
+            &["labels"],
+        ));
+        assert!(out.contains("use std::collections::BTreeMap;"), "{out}");
+        assert!(
+            out.contains("pub labels: BTreeMap<String, String>,"),
+            "{out}"
+        );
+        assert!(
+            out.contains("pub limits: Option<BTreeMap<String, IntOrString>>,"),
+            "{out}"
+        );
+        assert!(
+            out.contains("pub backends: Option<BTreeMap<String, WidgetSpecBackends>>,"),
+            "{out}"
+        );
+        assert!(out.contains("/// `spec.backends.*` of a Widget."), "{out}");
+        assert!(
+            out.contains("pub anything: Option<BTreeMap<String, serde_json::Value>>,"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn int_or_string_and_open_fields() {
+        let out = generated(spec(
+            json!({
+                "port": { "x-kubernetes-int-or-string": true, "anyOf": [{ "type": "integer" }, { "type": "string" }] },
+                "config": { "type": "object", "x-kubernetes-preserve-unknown-fields": true },
+                "template": { "type": "object", "x-kubernetes-embedded-resource": true, "x-kubernetes-preserve-unknown-fields": true },
+                "raw": { "x-kubernetes-preserve-unknown-fields": true },
+            }),
+            &["port"],
+        ));
+        assert!(
+            out.contains("use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;"),
+            "{out}"
+        );
+        assert!(out.contains("pub port: IntOrString,"), "{out}");
+        assert!(
+            out.contains("pub config: Option<serde_json::Value>,"),
+            "{out}"
+        );
+        assert!(
+            out.contains("pub template: Option<serde_json::Value>,"),
+            "{out}"
+        );
+        assert!(out.contains("pub raw: Option<serde_json::Value>,"), "{out}");
+        assert!(!out.contains("BTreeMap"), "{out}");
+    }
+
+    #[test]
+    fn string_enums_become_rust_enums() {
+        let out = generated(spec(
+            json!({
+                "policy": { "type": "string", "enum": ["Always", "IfNotPresent", "Never"] },
+                "usages": { "type": "array", "items": { "type": "string", "enum": ["server auth", "client auth", "", "1x"] } },
+                "action": { "type": "string", "enum": ["audit", "enforce", "Audit", "Enforce"] },
+                "size": { "type": "integer", "enum": [1, 2, 3] },
+            }),
+            &["policy"],
+        ));
+        assert!(out.contains("pub policy: WidgetSpecPolicy,"), "{out}");
+        assert!(
+            out.contains(
+                "pub enum WidgetSpecPolicy {\n    Always,\n    IfNotPresent,\n    Never,\n}"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains("    #[serde(rename = \"server auth\")]\n    ServerAuth,"),
+            "{out}"
+        );
+        assert!(
+            out.contains("    #[serde(rename = \"\")]\n    Empty,"),
+            "{out}"
+        );
+        assert!(
+            out.contains("    #[serde(rename = \"1x\")]\n    V1x,"),
+            "{out}"
+        );
+        // Values that differ only in case are distinct variants.
+        assert!(
+            out.contains("    #[serde(rename = \"audit\")]\n    Audit,"),
+            "{out}"
+        );
+        assert!(
+            out.contains("    #[serde(rename = \"Audit\")]\n    Audit2,"),
+            "{out}"
+        );
+        // A required enum has no default, so the spec derives none.
+        assert!(
+            !out.contains("#[derive(CustomResource, Clone, Debug, Default"),
+            "{out}"
+        );
+        // Integer enums stay integers.
+        assert!(out.contains("pub size: Option<i64>,"), "{out}");
+    }
+
+    #[test]
+    fn variants_clippy_would_object_to_are_allowed_with_a_reason() {
+        assert!(trips_enum_variant_names(
+            "Mode",
+            &["ModeA".into(), "B".into()]
+        ));
+        assert!(trips_enum_variant_names(
+            "Phase",
+            &[
+                "PendingState".into(),
+                "RunningState".into(),
+                "DoneState".into()
+            ]
+        ));
+        assert!(!trips_enum_variant_names(
+            "Phase",
+            &["Pending".into(), "Running".into(), "Done".into()]
+        ));
+        let out = generated(spec(
+            json!({ "phase": { "type": "string", "enum": ["PhasePending", "PhaseRunning", "PhaseDone"] } }),
+            &[],
+        ));
+        assert!(
+            out.contains("#[allow(clippy::enum_variant_names)]\npub enum WidgetSpecPhase"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn names_are_rust_names_with_renames() {
+        let out = generated(spec(
+            json!({
+                "type": { "type": "string" },
+                "self": { "type": "string" },
+                "x-forwarded-for": { "type": "string" },
+                "3d": { "type": "boolean" },
+                "fooBar": { "type": "string" },
+                "foo_bar": { "type": "string" },
+                "URL": { "type": "string" },
+            }),
+            &[],
+        ));
+        assert!(out.contains("pub r#type: Option<String>,"), "{out}");
+        assert!(out.contains("#[serde(rename = \"self\", default, skip_serializing_if = \"Option::is_none\")]\n    pub self_: Option<String>,"), "{out}");
+        assert!(out.contains("rename = \"x-forwarded-for\""), "{out}");
+        assert!(
+            out.contains("pub x_forwarded_for: Option<String>,"),
+            "{out}"
+        );
+        assert!(out.contains("pub field_3d: Option<bool>,"), "{out}");
+        assert!(out.contains("pub foo_bar: Option<String>,"), "{out}");
+        assert!(out.contains("pub foo_bar_2: Option<String>,"), "{out}");
+        assert!(out.contains("pub url: Option<String>,"), "{out}");
+    }
+
+    #[test]
+    fn a_status_becomes_the_status_type() {
+        let mut schema = spec(json!({ "size": { "type": "integer" } }), &[]);
+        schema["properties"]["status"] = json!({
+            "type": "object",
+            "properties": {
+                "conditions": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["type", "status"],
+                        "properties": {
+                            "type": { "type": "string" },
+                            "status": { "type": "string", "enum": ["True", "False", "Unknown"] }
+                        }
+                    }
+                }
+            }
+        });
+        let out = generated(schema);
+        assert!(out.contains("status = \"WidgetStatus\""), "{out}");
+        assert!(out.contains("pub struct WidgetStatus {"), "{out}");
+        assert!(
+            out.contains("pub conditions: Option<Vec<WidgetStatusConditions>>,"),
+            "{out}"
+        );
+        assert!(
+            out.contains("pub status: WidgetStatusConditionsStatus,"),
+            "{out}"
+        );
+        assert!(
+            out.contains("/// `status.conditions[].status` of a Widget."),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn cluster_scoped_kinds_are_not_namespaced() {
+        let text = generate(&resource(false), &spec(json!({}), &[])).unwrap();
+        assert!(!text.contains("namespaced"), "{text}");
+        assert!(text.contains("pub struct WidgetSpec {\n}"), "{text}");
+    }
+
+    #[test]
+    fn a_schema_without_spec_is_refused() {
+        let err = generate(
+            &resource(true),
+            &json!({ "type": "object", "properties": { "data": { "type": "object" } } }),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("has no `spec`"), "{err}");
+    }
+
+    #[test]
+    fn descriptions_become_doc_comments_rustdoc_and_clippy_accept() {
+        let mut out = String::new();
+        doc(
+            &mut out,
+            Some(&json!(
+                "Usages.\n  If unset, defaults to:\n- digital signature\nand more of it\n\n    indented\n```\nkubectl get x\n```"
+            )),
+        );
+        assert_eq!(
+            out,
+            "/// Usages.\n/// If unset, defaults to:\n/// - digital signature\n///   and more of it\n///\n/// indented\n/// ```text\n/// kubectl get x\n/// ```\n"
+        );
+        let mut out = String::new();
+        doc(
+            &mut out,
+            Some(&json!("10. tenth\nstill tenth\n```yaml\na: 1")),
+        );
+        assert_eq!(
+            out,
+            "/// 10. tenth\n///     still tenth\n/// ```yaml\n/// a: 1\n/// ```\n"
+        );
+        let mut out = String::new();
+        doc(&mut out, Some(&json!("  ")));
+        assert_eq!(out, "");
+    }
 }

@@ -165,10 +165,10 @@ impl ExternalCrd {
     pub fn yaml(&self) -> Result<String> {
         let body = serde_yaml::to_string(&self.object)?;
         Ok(format!(
-            "# The CRD of `{}`, which another operator owns: this project has a controller for it, not the\n\
-             # type. Its Rust types in src/external/ are generated from it; the tests install it; `make\n\
-             # manifests` and `make install` leave it out. Replace it with a newer release of the CRD, then\n\
-             # regenerate the types (see the head of their file).\n{body}",
+            "# The CRD of `{}`, another operator's kind: this project has a controller for it,\n\
+             # not the type. Its Rust types in src/external/ are generated from this file, and the tests\n\
+             # install it; `make manifests` and `make install` leave it out. To follow a new release of the\n\
+             # CRD, replace this file with it and regenerate the types (see the head of their file).\n{body}",
             self.name()
         ))
     }
@@ -286,4 +286,201 @@ fn list(items: &[&str]) -> String {
         .map(|i| format!("`{i}`"))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FIXTURE: &str = include_str!("../../tests/fixtures/certificate-crd.yaml");
+
+    fn read_text(
+        text: &str,
+        group: &str,
+        version: &str,
+        domain: Option<&str>,
+    ) -> Result<ExternalCrd> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("crd.yaml");
+        std::fs::write(&path, text).unwrap();
+        ExternalCrd::read(
+            &path,
+            &group.parse().unwrap(),
+            &version.parse().unwrap(),
+            &"Certificate".parse().unwrap(),
+            domain.map(|d| d.parse().unwrap()).as_ref(),
+        )
+    }
+
+    fn error(result: Result<ExternalCrd>) -> String {
+        format!("{:#}", result.unwrap_err())
+    }
+
+    #[test]
+    fn reads_a_crd_and_infers_its_domain() {
+        let crd = read_text(FIXTURE, "cert-manager", "v1", None).unwrap();
+        assert_eq!(crd.api_group, "cert-manager.io");
+        assert_eq!(crd.domain, "io");
+        assert_eq!(
+            (crd.plural.as_str(), crd.namespaced),
+            ("certificates", true)
+        );
+        assert_eq!(crd.name(), "certificates.cert-manager.io");
+        assert_eq!(
+            crd.file(),
+            "config/crd/external/cert-manager.io_certificates.yaml"
+        );
+        // The whole API group as `--group`: no domain.
+        assert_eq!(
+            read_text(FIXTURE, "cert-manager.io", "v1", None)
+                .unwrap()
+                .domain,
+            ""
+        );
+        // An explicit domain must make the CRD's group.
+        assert_eq!(
+            read_text(FIXTURE, "cert-manager", "v1", Some("io"))
+                .unwrap()
+                .domain,
+            "io"
+        );
+    }
+
+    #[test]
+    fn the_copy_leaves_out_what_the_api_server_added_and_reads_back_the_same() {
+        let crd = read_text(FIXTURE, "cert-manager", "v1", None).unwrap();
+        let yaml = crd.yaml().unwrap();
+        for gone in [
+            "resourceVersion",
+            "uid:",
+            "creationTimestamp",
+            "generation:",
+            "storedVersions",
+            "acceptedNames",
+        ] {
+            assert!(!yaml.contains(gone), "{gone} is still in:\n{yaml}");
+        }
+        assert!(
+            yaml.starts_with("# The CRD of `certificates.cert-manager.io`"),
+            "{yaml}"
+        );
+        let again = read_text(&yaml, "cert-manager", "v1", None).unwrap();
+        assert_eq!(again.yaml().unwrap(), yaml);
+        assert_eq!(
+            again.rust_types(&"v1".parse().unwrap()).unwrap(),
+            crd.rust_types(&"v1".parse().unwrap()).unwrap()
+        );
+    }
+
+    #[test]
+    fn finds_its_crd_among_several_documents_and_in_lists() {
+        let other = FIXTURE
+            .replace("kind: Certificate\n", "kind: Issuer\n")
+            .replace("plural: certificates", "plural: issuers");
+        let documents = format!("{other}\n---\n{FIXTURE}");
+        assert_eq!(
+            read_text(&documents, "cert-manager", "v1", None)
+                .unwrap()
+                .plural,
+            "certificates"
+        );
+        let list = format!(
+            "apiVersion: v1\nkind: List\nitems:\n{}",
+            FIXTURE
+                .lines()
+                .filter(|l| !l.starts_with('#'))
+                .enumerate()
+                .map(|(i, l)| if i == 0 {
+                    format!("- {l}\n")
+                } else {
+                    format!("  {l}\n")
+                })
+                .collect::<String>()
+        );
+        assert_eq!(
+            read_text(&list, "cert-manager", "v1", None).unwrap().plural,
+            "certificates"
+        );
+    }
+
+    #[test]
+    fn bad_files_say_what_is_wrong() {
+        let missing = ExternalCrd::read(
+            Path::new("/nonexistent/crd.yaml"),
+            &"cert-manager".parse().unwrap(),
+            &"v1".parse().unwrap(),
+            &"Certificate".parse().unwrap(),
+            None,
+        );
+        let err = error(missing);
+        assert!(
+            err.starts_with("cannot read the CRD file `/nonexistent/crd.yaml`"),
+            "{err}"
+        );
+        assert!(err.contains("\nhelp: pass the YAML of the CRD"), "{err}");
+
+        let err = error(read_text("a: [unclosed", "cert-manager", "v1", None));
+        assert!(err.contains("is not a CRD file"), "{err}");
+
+        let err = error(read_text(
+            "apiVersion: v1\nkind: ConfigMap\n",
+            "cert-manager",
+            "v1",
+            None,
+        ));
+        assert!(
+            err.contains("holds no CustomResourceDefinition, only kind `ConfigMap`"),
+            "{err}"
+        );
+
+        let err = error(read_text("", "cert-manager", "v1", None));
+        assert!(err.contains("holds no CustomResourceDefinition"), "{err}");
+
+        let beta = FIXTURE.replace("apiextensions.k8s.io/v1", "apiextensions.k8s.io/v1beta1");
+        let err = error(read_text(&beta, "cert-manager", "v1", None));
+        assert!(
+            err.contains("reads `apiextensions.k8s.io/v1` CRDs"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn group_version_and_kind_must_be_the_crds() {
+        let err = error(read_text(FIXTURE, "certmanager", "v1", None));
+        assert!(err.contains("has no CRD of kind `Certificate` in API group `certmanager` or `certmanager.<domain>`; it has `Certificate` in `cert-manager.io`"), "{err}");
+        assert!(err.contains("\nhelp: its group is `cert-manager.io`: pass `--group cert-manager --external-api-domain io`"), "{err}");
+
+        let err = error(read_text(
+            FIXTURE,
+            "cert-manager",
+            "v1",
+            Some("example.com"),
+        ));
+        assert!(
+            err.contains("in API group `cert-manager.example.com`"),
+            "{err}"
+        );
+
+        let err = error(read_text(FIXTURE, "cert-manager", "v1beta1", None));
+        assert!(
+            err.contains("does not serve version `v1beta1`: it serves `v1`"),
+            "{err}"
+        );
+        assert!(err.contains("\nhelp: pass `--version v1`"), "{err}");
+
+        let unserved = FIXTURE.replace("served: true", "served: false");
+        let err = error(read_text(&unserved, "cert-manager", "v1", None));
+        assert!(err.contains("it serves none"), "{err}");
+
+        let other_kind = FIXTURE.replace("kind: Certificate\n", "kind: Issuer\n");
+        let err = error(read_text(&other_kind, "cert-manager", "v1", None));
+        assert!(
+            err.contains("it has `Issuer` in `cert-manager.io`"),
+            "{err}"
+        );
+        assert!(
+            err.contains("\nhelp: check `--kind` and `--group`"),
+            "{err}"
+        );
+    }
 }
