@@ -853,6 +853,14 @@ fn a_controller_for_another_operators_kind_gets_types_from_its_crd() {
             "help: pass `--controller-name <name>`",
         ],
     );
+    refused(
+        d,
+        &["edit", "--multigroup"],
+        &[
+            "cannot move a project with external kinds to the multigroup layout yet",
+            "help: run `rustbuilder edit --multigroup` before `create api --external-api-path`",
+        ],
+    );
     // An external group is not a second group of the project's own.
     ok(d, &["create", "api", "--group", "cache", "--kind", "Redis"]);
 }

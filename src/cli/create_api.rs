@@ -15,7 +15,10 @@ use crate::shell;
                         rustbuilder create api --group cache --version v1alpha1 --kind Memcached \\\n    \
                         --plugins deploy-image/v1-alpha --image memcached:1.6.26-alpine3.19 \\\n    \
                         --image-container-command memcached,--memory-limit=64,-o,modern,-v \\\n    \
-                        --image-container-port 11211 --run-as-user 1001"
+                        --image-container-port 11211 --run-as-user 1001\n  \
+                        kubectl get crd certificates.cert-manager.io -o yaml > certificate-crd.yaml\n  \
+                        rustbuilder create api --group cert-manager --version v1 --kind Certificate \\\n    \
+                        --resource=false --external-api-path certificate-crd.yaml"
 )]
 pub struct Args {
     /// API group, without the domain (e.g. `cache`).

@@ -64,6 +64,15 @@ pub fn edit(dir: &Path, multigroup: bool) -> Result<Edit> {
             resource.version
         );
     }
+    if let Some(resource) = project.resources.iter().find(|r| r.external) {
+        bail!(
+            "cannot move a project with external kinds to the multigroup layout yet: the controller of `{}` would go to the directory of the project's group, not to that of `{}`\nhelp: run `rustbuilder edit --multigroup` before `create api --external-api-path`, or move `src/controller/{}.rs` to `src/controller/{}/` by hand",
+            resource.kind,
+            resource.group,
+            resource.kind.to_lowercase(),
+            resource.group.replace(['-', '.'], "_")
+        );
+    }
     let group = match groups.iter().collect::<Vec<_>>().as_slice() {
         [] => None,
         [one] => Some(one.parse::<Group>()?),
@@ -239,7 +248,12 @@ pub fn edit(dir: &Path, multigroup: bool) -> Result<Edit> {
     })?;
 
     project.multigroup = true;
-    for resource in &mut project.resources {
+    // Built-in and external kinds keep their paths: k8s-openapi's type, the CRD's copy.
+    for resource in project
+        .resources
+        .iter_mut()
+        .filter(|r| !r.core && !r.external)
+    {
         resource.path = Some(format!(
             "{crate_name}::api::{group_snake}::{}::{}",
             resource.version, resource.kind
