@@ -133,6 +133,12 @@ impl Cluster {
     /// Installs the CRDs and the manager's RBAC (everything `config/default` holds but the manager
     /// Deployment, whose image is not built here), then starts the manager binary as its ServiceAccount.
     pub async fn deploy_manager(&self, env: &[(&str, &str)]) -> Manager {
+        // The CRDs of other operators' kinds (config/crd/external/) come with those operators in a
+        // real cluster; the simulated one gets them here.
+        let external = concat!(env!("CARGO_MANIFEST_DIR"), "/config/crd/external");
+        if self.env.is_some() && Path::new(external).is_dir() {
+            self.kubectl(&["apply", "--server-side", "-f", external]);
+        }
         self.make("install");
         let rendered = self.kubectl(&["kustomize", "config/default"]);
         let objects = self.kubectl_with_input(
