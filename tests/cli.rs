@@ -1045,6 +1045,52 @@ fn bad_external_apis_are_refused_and_change_nothing() {
         ],
     );
 
+    // A kind's controller and tests are named after the kind alone: one group per kind.
+    ok(
+        d,
+        &["create", "api", "--group", "cache", "--kind", "Certificate"],
+    );
+    check(
+        api(
+            "cert-manager",
+            "v1",
+            "Certificate",
+            &[&external[..], &[CERTIFICATE_CRD]].concat(),
+        ),
+        &["kind `Certificate` is already in group `cache`"],
+    );
+    // Two external API groups cannot share a `--group`: their types would share a module.
+    let other = std::fs::read_to_string(CERTIFICATE_CRD)
+        .unwrap()
+        .replace("cert-manager.io", "cert-manager.example.org")
+        .replace("kind: Certificate\n", "kind: Issuer\n")
+        .replace("plural: certificates", "plural: issuers");
+    std::fs::write(d.join("issuer.yaml"), other).unwrap();
+    let args = api(
+        "cert-manager",
+        "v1",
+        "Issuer",
+        &[&external[..], &["issuer.yaml"]].concat(),
+    );
+    ok(d, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    let widget = std::fs::read_to_string(CERTIFICATE_CRD)
+        .unwrap()
+        .replace("kind: Certificate\n", "kind: Widget\n")
+        .replace("plural: certificates", "plural: widgets");
+    std::fs::write(d.join("widget.yaml"), widget).unwrap();
+    check(
+        api(
+            "cert-manager",
+            "v1",
+            "Widget",
+            &[&external[..], &["widget.yaml"]].concat(),
+        ),
+        &[
+            "`--group cert-manager` is already the external API group `cert-manager.example.org`",
+            "help: pass the whole API group as `--group cert-manager.io`",
+        ],
+    );
+
     // A namespace-scoped manager cannot watch a cluster-scoped external kind.
     let cluster = std::fs::read_to_string(CERTIFICATE_CRD)
         .unwrap()
@@ -1083,22 +1129,23 @@ fn bad_external_apis_are_refused_and_change_nothing() {
         ],
     );
     // ...which a cluster-wide manager can, with `Api::all`.
-    std::fs::write(d.join("crd.yaml"), &cluster).unwrap();
+    let wide = tempfile::tempdir().unwrap();
+    let w = wide.path();
     ok(
-        d,
-        &api(
-            "cert-manager",
-            "v1",
-            "Certificate",
-            &[&external[..], &["crd.yaml"]].concat(),
-        )
-        .iter()
-        .map(String::as_str)
-        .collect::<Vec<_>>(),
+        w,
+        &["init", "--domain", "example.com", "--project-name", "certs"],
     );
-    let controller = read(d, "src/controller/certificate.rs");
+    std::fs::write(w.join("crd.yaml"), &cluster).unwrap();
+    let args = api(
+        "cert-manager",
+        "v1",
+        "Certificate",
+        &[&external[..], &["crd.yaml"]].concat(),
+    );
+    ok(w, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    let controller = read(w, "src/controller/certificate.rs");
     assert!(!controller.contains("namespace ="), "{controller}");
-    assert!(!read(d, "src/external/cert_manager/v1/certificate.rs").contains("namespaced"));
+    assert!(!read(w, "src/external/cert_manager/v1/certificate.rs").contains("namespaced"));
 }
 
 fn regenerated(dir: &Path) -> (tempfile::TempDir, PathBuf) {

@@ -254,8 +254,14 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
         (None, Some(core)) => core.api_group(),
         (None, None) => options.group.qualified(&domain)?,
     };
+    if let Some(crd) = &external {
+        check_external_group(&project, &options.group, crd)?;
+    }
     if project.multigroup {
         check_group_module(&project, &options.group)?;
+        check_kind_in_one_group(&project, &options.group, &options.kind)?;
+    } else if external.is_some() {
+        // Its controller is `src/controller/<kind>.rs`, which a kind of that name in another group has.
         check_kind_in_one_group(&project, &options.group, &options.kind)?;
     } else if options.resource {
         // Only a new type adds a group: a controller is for a type PROJECT has, or a built-in kind.
@@ -654,6 +660,29 @@ fn check_group_module(project: &Project, group: &Group) -> Result<()> {
     {
         bail!(
             "groups `{other}` and `{group}` would share the Rust module `{module}`\nhelp: choose another group"
+        );
+    }
+    Ok(())
+}
+
+/// External types live in `src/external/<group>/`: one API group per `--group`.
+fn check_external_group(project: &Project, group: &Group, crd: &ExternalCrd) -> Result<()> {
+    if let Some(other) = project
+        .resources
+        .iter()
+        .find(|r| r.external && r.group == group.as_str() && r.domain != crd.domain)
+    {
+        let taken = [other.group.as_str(), other.domain.as_str()]
+            .iter()
+            .filter(|s| !s.is_empty())
+            .copied()
+            .collect::<Vec<_>>()
+            .join(".");
+        bail!(
+            "`--group {group}` is already the external API group `{taken}`, and the module `src/external/{}/` holds its types; `{}` would need the same\nhelp: pass the whole API group as `--group {}` (without `--external-api-domain`)",
+            group.snake(),
+            crd.api_group,
+            crd.api_group
         );
     }
     Ok(())
