@@ -33,7 +33,7 @@ pub fn scaffold(input: &Path, output: &Path) -> Result<Project> {
                 parent.display()
             )
         })?;
-    crate::shell::set_quiet_scoped(|| crate::plugins::generate(&project, staging.path()))
+    crate::shell::set_quiet_scoped(|| crate::plugins::generate(&project, input, staging.path()))
         .context("failed to re-scaffold the project from PROJECT")?;
     if let Some(helm) = project.plugins.get(project::HELM_PLUGIN) {
         crate::plugins::helm::carry(input, staging.path(), helm)

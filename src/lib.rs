@@ -8,6 +8,7 @@
 
 pub mod cli;
 pub mod core_types;
+pub mod external;
 pub mod generate;
 pub mod manifests;
 pub mod model;

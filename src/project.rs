@@ -94,9 +94,14 @@ pub struct Resource {
     /// Empty for built-in kinds of groups without a domain (`apps`, `batch`, the core group).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub domain: String,
+    /// Another operator's kind: the project has a controller for it and Rust types generated from its
+    /// CRD, whose copy in the project `path` names (`config/crd/external/<group>_<plural>.yaml`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub external: bool,
     pub group: String,
     pub kind: String,
-    /// The Rust path of the type, e.g. `memcached_operator::api::v1alpha1::Memcached`.
+    /// The Rust path of the type, e.g. `memcached_operator::api::v1alpha1::Memcached`; for an external
+    /// kind, the project's copy of its CRD.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
     /// Only written when it differs from the default plural of the kind.
@@ -271,10 +276,11 @@ impl Project {
 
     /// API groups in use, without the domain.
     pub fn groups(&self) -> impl Iterator<Item = &str> {
-        // Built-in kinds live in k8s-openapi, not in the project's API modules.
+        // Built-in kinds live in k8s-openapi and external ones in `src/external/`, not in the
+        // project's API modules.
         self.resources
             .iter()
-            .filter(|r| !r.core)
+            .filter(|r| !r.core && !r.external)
             .map(|r| r.group.as_str())
     }
 }
@@ -294,6 +300,7 @@ mod tests {
             controllers: Vec::new(),
             core: false,
             domain: "example.com".into(),
+            external: false,
             group: "cache".into(),
             kind: "Memcached".into(),
             path: Some("memcached_operator::api::v1alpha1::Memcached".into()),

@@ -491,7 +491,7 @@ fn a_controller_for_a_built_in_kind_uses_the_k8s_openapi_type() {
         ]
         .concat(),
         &[
-            "`apps/v1beta1, Kind=Deployment` is neither in PROJECT nor a Kubernetes built-in kind",
+            "`apps/v1beta1, Kind=Deployment` is neither in PROJECT, nor a Kubernetes built-in kind",
             "help: the built-in `apps` `Deployment` is at `--version v1`",
         ],
     );
@@ -499,7 +499,7 @@ fn a_controller_for_a_built_in_kind_uses_the_k8s_openapi_type() {
         d,
         &[&api[..], &["cache", "--kind", "Widget", "--resource=false"]].concat(),
         &[
-            "`cache.example.com/v1alpha1, Kind=Widget` is neither in PROJECT nor a Kubernetes built-in kind",
+            "`cache.example.com/v1alpha1, Kind=Widget` is neither in PROJECT, nor a Kubernetes built-in kind",
         ],
     );
     refused(
@@ -696,6 +696,456 @@ fn edit_namespaced_gives_what_init_namespaced_gives_and_back() {
         &["edit", "--namespaced", "--multigroup"],
         &["one edit at a time"],
     );
+}
+
+/// A trimmed cert-manager Certificate CRD, as `kubectl get crd -o yaml` prints an installed one.
+const CERTIFICATE_CRD: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/certificate-crd.yaml"
+);
+
+#[test]
+fn a_controller_for_another_operators_kind_gets_types_from_its_crd() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(
+        d,
+        &["init", "--domain", "example.com", "--project-name", "certs"],
+    );
+    ok(
+        d,
+        &["create", "api", "--group", "cache", "--kind", "Memcached"],
+    );
+    let certificate = [
+        "create",
+        "api",
+        "--group",
+        "cert-manager",
+        "--version",
+        "v1",
+        "--kind",
+        "Certificate",
+        "--resource=false",
+        "--external-api-path",
+        CERTIFICATE_CRD,
+    ];
+    ok(d, &certificate);
+
+    // The types: generated from the CRD's schema, in their own module tree.
+    let types = read(d, "src/external/cert_manager/v1/certificate.rs");
+    for line in [
+        "//! `Certificate` (cert-manager.io/v1), a kind another operator owns",
+        "//! `config/crd/external/cert-manager.io_certificates.yaml`.",
+        "#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]",
+        "    group = \"cert-manager.io\",",
+        "    status = \"CertificateStatus\"",
+        "    pub issuer_ref: CertificateSpecIssuerRef,",
+        "    pub secret_name: String,",
+        "    pub dns_names: Option<Vec<String>>,",
+        "pub enum CertificateSpecPrivateKeyAlgorithm {",
+    ] {
+        assert!(types.contains(line), "{line:?} missing:\n{types}");
+    }
+    assert!(read(d, "src/lib.rs").contains("pub mod external;"));
+    assert!(read(d, "src/external/mod.rs").contains("pub mod cert_manager;"));
+    assert!(read(d, "src/external/cert_manager/mod.rs").contains("pub mod v1;"));
+    assert!(read(d, "src/external/cert_manager/v1/mod.rs").contains("pub use certificate::*;"));
+
+    // The controller uses them; RBAC is for the other operator's group.
+    let controller = read(d, "src/controller/certificate.rs");
+    for line in [
+        "use crate::external::cert_manager::v1::Certificate;",
+        "// +rustbuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=get;list;watch",
+        "namespace = %object.namespace()",
+    ] {
+        assert!(controller.contains(line), "{line:?} missing:\n{controller}");
+    }
+    // The test installs the CRD from the project's copy, which has nothing of an installed object.
+    let test = read(d, "tests/certificate_controller.rs");
+    assert!(
+        test.contains(".crd_dir(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/config/crd/external\"))"),
+        "{test}"
+    );
+    let copy = read(d, "config/crd/external/cert-manager.io_certificates.yaml");
+    assert!(
+        copy.contains("name: certificates.cert-manager.io"),
+        "{copy}"
+    );
+    assert!(
+        !copy.contains("resourceVersion") && !copy.contains("storedVersions"),
+        "{copy}"
+    );
+
+    // The project does not own the kind: no CRD from crdgen, no sample, no editor roles.
+    let crdgen = read(d, "src/bin/crdgen.rs");
+    assert!(
+        !crdgen.contains("Certificate") && !crdgen.contains("external"),
+        "{crdgen}"
+    );
+    assert!(!read(d, "config/crd/kustomization.yaml").contains("certificates"));
+    for absent in [
+        "src/api/v1",
+        "config/samples/cert_manager_v1_certificate.yaml",
+        "config/rbac/certificate_editor_role.yaml",
+    ] {
+        assert!(
+            !d.join(absent).exists(),
+            "{absent} should not exist for an external kind"
+        );
+    }
+    // Recorded as Kubebuilder records external types, with the project's copy of the CRD as the path.
+    let project = read(d, "PROJECT");
+    let entry = "- controller: true\n  domain: io\n  external: true\n  group: cert-manager\n  kind: Certificate\n  path: config/crd/external/cert-manager.io_certificates.yaml\n  version: v1\n";
+    assert!(project.contains(entry), "{entry:?} missing:\n{project}");
+
+    // `alpha generate` rebuilds it all from PROJECT and the copy of the CRD.
+    let (_out, again) = regenerated(d);
+    assert!(
+        sources(&again) == sources(d),
+        "alpha generate made another project"
+    );
+
+    // Regenerating the types from the copy (what their header says) changes nothing.
+    let before = tree(d);
+    let copy_path = "config/crd/external/cert-manager.io_certificates.yaml";
+    ok(
+        d,
+        &[
+            &certificate[..8],
+            &[
+                "--resource=false",
+                "--controller=false",
+                "--external-api-path",
+                copy_path,
+            ],
+        ]
+        .concat(),
+    );
+    assert!(
+        tree(d) == before,
+        "regenerating the types from the copy changed the project"
+    );
+
+    // A second controller for the kind finds the type through PROJECT.
+    ok(
+        d,
+        &[
+            &certificate[..8],
+            &["--resource=false", "--controller-name", "certificate-audit"],
+        ]
+        .concat(),
+    );
+    assert!(
+        read(d, "src/controller/certificate_audit.rs")
+            .contains("use crate::external::cert_manager::v1::Certificate;")
+    );
+    let (_out, again) = regenerated(d);
+    assert!(
+        sources(&again) == sources(d),
+        "alpha generate made another project"
+    );
+
+    refused(
+        d,
+        &certificate,
+        &[
+            "and its controller are in PROJECT",
+            "help: pass `--controller-name <name>`",
+        ],
+    );
+    refused(
+        d,
+        &["edit", "--multigroup"],
+        &[
+            "cannot move a project with external kinds to the multigroup layout yet",
+            "help: run `rustbuilder edit --multigroup` before `create api --external-api-path`",
+        ],
+    );
+    // An external group is not a second group of the project's own.
+    ok(d, &["create", "api", "--group", "cache", "--kind", "Redis"]);
+}
+
+#[test]
+fn bad_external_apis_are_refused_and_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(
+        d,
+        &["init", "--domain", "example.com", "--project-name", "certs"],
+    );
+    ok(
+        d,
+        &["create", "api", "--group", "cache", "--kind", "Memcached"],
+    );
+    std::fs::write(
+        d.join("configmap.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n",
+    )
+    .unwrap();
+    let api = |group: &str, version: &str, kind: &str, rest: &[&str]| -> Vec<String> {
+        let mut args: Vec<String> = [
+            "create",
+            "api",
+            "--group",
+            group,
+            "--version",
+            version,
+            "--kind",
+            kind,
+        ]
+        .map(String::from)
+        .to_vec();
+        args.extend(rest.iter().map(|s| s.to_string()));
+        args
+    };
+    let check = |args: Vec<String>, expected: &[&str]| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        refused(d, &args, expected);
+    };
+    let external = ["--resource=false", "--external-api-path"];
+    check(
+        api(
+            "cert-manager",
+            "v1",
+            "Certificate",
+            &[&external[..], &["missing.yaml"]].concat(),
+        ),
+        &[
+            "error: cannot read the CRD file `missing.yaml`",
+            "help: pass the YAML of the CRD",
+        ],
+    );
+    check(
+        api(
+            "cert-manager",
+            "v1",
+            "Certificate",
+            &[&external[..], &["configmap.yaml"]].concat(),
+        ),
+        &[
+            "holds no CustomResourceDefinition, only kind `ConfigMap`",
+            "help:",
+        ],
+    );
+    check(
+        api(
+            "cert-manager",
+            "v2",
+            "Certificate",
+            &[&external[..], &[CERTIFICATE_CRD]].concat(),
+        ),
+        &[
+            "does not serve version `v2`: it serves `v1`",
+            "help: pass `--version v1`",
+        ],
+    );
+    check(
+        api(
+            "certmanager",
+            "v1",
+            "Certificate",
+            &[&external[..], &[CERTIFICATE_CRD]].concat(),
+        ),
+        &[
+            "has no CRD of kind `Certificate` in API group `certmanager`",
+            "help: its group is `cert-manager.io`: pass `--group cert-manager --external-api-domain io`",
+        ],
+    );
+    check(
+        api(
+            "cert-manager",
+            "v1",
+            "Issuer",
+            &[&external[..], &[CERTIFICATE_CRD]].concat(),
+        ),
+        &[
+            "has no CRD of kind `Issuer`",
+            "it has `Certificate` in `cert-manager.io`",
+        ],
+    );
+    check(
+        api(
+            "cert-manager",
+            "v1",
+            "Certificate",
+            &[
+                "--resource=false",
+                "--external-api-domain",
+                "com",
+                "--external-api-path",
+                CERTIFICATE_CRD,
+            ],
+        ),
+        &["in API group `cert-manager.com`"],
+    );
+    check(
+        api(
+            "cert-manager",
+            "v1",
+            "Certificate",
+            &["--external-api-path", CERTIFICATE_CRD],
+        ),
+        &[
+            "`--external-api-path` is for a kind another operator owns",
+            "help: add `--resource=false`",
+        ],
+    );
+    check(
+        api(
+            "cert-manager",
+            "v1",
+            "Certificate",
+            &["--resource=false", "--external-api-domain", "io"],
+        ),
+        &["--external-api-path"],
+    );
+    check(
+        api(
+            "cert-manager",
+            "v1",
+            "Certificate",
+            &[&external[..], &[CERTIFICATE_CRD, "--plural", "certs"]].concat(),
+        ),
+        &[
+            "`--plural certs` is not the plural of the CRD `certificates.cert-manager.io`",
+            "help: drop `--plural`",
+        ],
+    );
+    // A built-in kind, or one the project owns, is not another operator's.
+    check(
+        api(
+            "apps",
+            "v1",
+            "Deployment",
+            &[&external[..], &[CERTIFICATE_CRD]].concat(),
+        ),
+        &[
+            "`apps/v1, Kind=Deployment` is a Kubernetes built-in kind",
+            "help: drop `--external-api-path`",
+        ],
+    );
+    check(
+        api(
+            "cache",
+            "v1alpha1",
+            "Memcached",
+            &[&external[..], &[CERTIFICATE_CRD]].concat(),
+        ),
+        &[
+            "is an API of this project",
+            "help: drop `--external-api-path`",
+        ],
+    );
+    // Nobody owns it: not in PROJECT, not built in, no CRD given.
+    check(
+        api("cert-manager", "v1", "Certificate", &["--resource=false"]),
+        &[
+            "`cert-manager.example.com/v1, Kind=Certificate` is neither in PROJECT, nor a Kubernetes built-in kind, nor given by `--external-api-path`",
+            "--external-api-path <CRD file>",
+        ],
+    );
+
+    // A kind's controller and tests are named after the kind alone: one group per kind.
+    ok(
+        d,
+        &["create", "api", "--group", "cache", "--kind", "Certificate"],
+    );
+    check(
+        api(
+            "cert-manager",
+            "v1",
+            "Certificate",
+            &[&external[..], &[CERTIFICATE_CRD]].concat(),
+        ),
+        &["kind `Certificate` is already in group `cache`"],
+    );
+    // Two external API groups cannot share a `--group`: their types would share a module.
+    let other = std::fs::read_to_string(CERTIFICATE_CRD)
+        .unwrap()
+        .replace("cert-manager.io", "cert-manager.example.org")
+        .replace("kind: Certificate\n", "kind: Issuer\n")
+        .replace("plural: certificates", "plural: issuers");
+    std::fs::write(d.join("issuer.yaml"), other).unwrap();
+    let args = api(
+        "cert-manager",
+        "v1",
+        "Issuer",
+        &[&external[..], &["issuer.yaml"]].concat(),
+    );
+    ok(d, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    let widget = std::fs::read_to_string(CERTIFICATE_CRD)
+        .unwrap()
+        .replace("kind: Certificate\n", "kind: Widget\n")
+        .replace("plural: certificates", "plural: widgets");
+    std::fs::write(d.join("widget.yaml"), widget).unwrap();
+    check(
+        api(
+            "cert-manager",
+            "v1",
+            "Widget",
+            &[&external[..], &["widget.yaml"]].concat(),
+        ),
+        &[
+            "`--group cert-manager` is already the external API group `cert-manager.example.org`",
+            "help: pass the whole API group as `--group cert-manager.io`",
+        ],
+    );
+
+    // A namespace-scoped manager cannot watch a cluster-scoped external kind.
+    let cluster = std::fs::read_to_string(CERTIFICATE_CRD)
+        .unwrap()
+        .replace("scope: Namespaced", "scope: Cluster");
+    let namespaced = tempfile::tempdir().unwrap();
+    let n = namespaced.path();
+    ok(
+        n,
+        &[
+            "init",
+            "--domain",
+            "example.com",
+            "--project-name",
+            "certs",
+            "--namespaced",
+        ],
+    );
+    std::fs::write(n.join("crd.yaml"), &cluster).unwrap();
+    refused(
+        n,
+        &[
+            "create",
+            "api",
+            "--group",
+            "cert-manager",
+            "--version",
+            "v1",
+            "--kind",
+            "Certificate",
+            "--resource=false",
+            "--external-api-path",
+            "crd.yaml",
+        ],
+        &[
+            "`cert-manager.io/v1, Kind=Certificate` is cluster-scoped, and this project's manager watches its own namespace only",
+        ],
+    );
+    // ...which a cluster-wide manager can, with `Api::all`.
+    let wide = tempfile::tempdir().unwrap();
+    let w = wide.path();
+    ok(
+        w,
+        &["init", "--domain", "example.com", "--project-name", "certs"],
+    );
+    std::fs::write(w.join("crd.yaml"), &cluster).unwrap();
+    let args = api(
+        "cert-manager",
+        "v1",
+        "Certificate",
+        &[&external[..], &["crd.yaml"]].concat(),
+    );
+    ok(w, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    let controller = read(w, "src/controller/certificate.rs");
+    assert!(!controller.contains("namespace ="), "{controller}");
+    assert!(!read(w, "src/external/cert_manager/v1/certificate.rs").contains("namespaced"));
 }
 
 fn regenerated(dir: &Path) -> (tempfile::TempDir, PathBuf) {

@@ -3,9 +3,9 @@
 use anyhow::Result;
 use clap::ArgAction;
 
-use crate::model::{ControllerName, Group, Kind, Plural, Version};
+use crate::model::{ControllerName, Domain, Group, Kind, Plural, Version};
 use crate::plugins::deploy_image::{self, ImageOptions};
-use crate::plugins::rust::ApiOptions;
+use crate::plugins::rust::{ApiOptions, ExternalOptions};
 use crate::shell;
 
 /// Scaffold a Kubernetes API: the Rust type, its controller, a sample, RBAC roles and kustomize entries.
@@ -15,7 +15,10 @@ use crate::shell;
                         rustbuilder create api --group cache --version v1alpha1 --kind Memcached \\\n    \
                         --plugins deploy-image/v1-alpha --image memcached:1.6.26-alpine3.19 \\\n    \
                         --image-container-command memcached,--memory-limit=64,-o,modern,-v \\\n    \
-                        --image-container-port 11211 --run-as-user 1001"
+                        --image-container-port 11211 --run-as-user 1001\n  \
+                        kubectl get crd certificates.cert-manager.io -o yaml > certificate-crd.yaml\n  \
+                        rustbuilder create api --group cert-manager --version v1 --kind Certificate \\\n    \
+                        --resource=false --external-api-path certificate-crd.yaml"
 )]
 pub struct Args {
     /// API group, without the domain (e.g. `cache`).
@@ -46,6 +49,14 @@ pub struct Args {
     /// Overwrite the files of an API that already exists.
     #[arg(long)]
     pub force: bool,
+    /// Another operator's kind: the YAML file of its CRD (with `--resource=false`). Rust types are
+    /// generated from it into `src/external/`, and a copy is kept in `config/crd/external/`.
+    #[arg(long, value_name = "CRD_FILE")]
+    pub external_api_path: Option<std::path::PathBuf>,
+    /// The domain of the external kind's API group (`<group>.<domain>`); by default what follows
+    /// `<group>.` in the CRD's group.
+    #[arg(long, value_name = "DOMAIN", requires = "external_api_path")]
+    pub external_api_domain: Option<Domain>,
     /// Extra plugin: `deploy-image/v1-alpha` scaffolds a controller that runs `--image` as a Deployment.
     #[arg(long, value_name = "PLUGIN")]
     pub plugins: Option<String>,
@@ -95,6 +106,10 @@ pub fn run(args: Args) -> Result<()> {
         namespaced: args.namespaced,
         force: args.force,
         controller_name: args.controller_name,
+        external: args.external_api_path.map(|crd| ExternalOptions {
+            crd,
+            domain: args.external_api_domain,
+        }),
     };
     let plan = crate::plugins::create_api(&args.project.dir, &options, image.as_ref())?;
     shell::written(plan.apply()?);

@@ -387,6 +387,7 @@ mod tests {
             namespaced: true,
             force: false,
             controller_name: None,
+            external: None,
         }
     }
 

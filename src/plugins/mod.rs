@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use crate::project::{self, Project};
+use crate::project::{self, Project, Resource};
 use crate::scaffold::Plan;
 
 pub mod deploy_image;
@@ -30,8 +30,9 @@ pub fn create_api(
 
 /// Rebuilds a project from its PROJECT file alone into the empty directory `output`: `init`, then
 /// `create api` for each resource, in the order PROJECT lists them, then `create webhook` for each
-/// resource with webhooks (a conversion needs every version of its kind).
-pub fn generate(project: &Project, output: &Path) -> Result<()> {
+/// resource with webhooks (a conversion needs every version of its kind). `input` is the project's
+/// directory: external kinds are generated again from the CRD copies in it that PROJECT names.
+pub fn generate(project: &Project, input: &Path, output: &Path) -> Result<()> {
     let rust_plugin = project.plugins.get(project::RUST_PLUGIN);
     let init_options = rust::InitOptions {
         domain: project.domain.parse()?,
@@ -54,12 +55,13 @@ pub fn generate(project: &Project, output: &Path) -> Result<()> {
             namespaced: resource.api.as_ref().is_some_and(|a| a.namespaced),
             force: false,
             controller_name: None,
+            external: external_options(input, resource)?,
         };
         let image = project
             .plugin_resource(project::DEPLOY_IMAGE_PLUGIN, resource)
             .map(deploy_image::DeployImage::from_record)
             .transpose()?;
-        if options.resource || options.controller {
+        if options.resource || options.controller || options.external.is_some() {
             create_api(output, &options, image.as_ref())?.apply()?;
         }
         // Then the controllers added with `--controller-name`, on the type that now exists.
@@ -94,4 +96,26 @@ pub fn generate(project: &Project, output: &Path) -> Result<()> {
         webhook::create_webhook(output, &options)?.apply()?;
     }
     Ok(())
+}
+
+/// What `--external-api-path` and `--external-api-domain` were for an external kind of PROJECT: its
+/// CRD copy in the project at `input`, and its domain.
+fn external_options(input: &Path, resource: &Resource) -> Result<Option<rust::ExternalOptions>> {
+    if !resource.external {
+        return Ok(None);
+    }
+    let Some(path) = &resource.path else {
+        anyhow::bail!(
+            "PROJECT records `{}/{}, Kind={}` as external but gives no `path` to its CRD\nhelp: set `path` to the CRD's file in the project, e.g. `config/crd/external/<group>_<plural>.yaml`",
+            resource.group,
+            resource.version,
+            resource.kind
+        );
+    };
+    Ok(Some(rust::ExternalOptions {
+        crd: input.join(path),
+        domain: (!resource.domain.is_empty())
+            .then(|| resource.domain.parse())
+            .transpose()?,
+    }))
 }

@@ -57,6 +57,15 @@ pub fn edit(dir: &Path, multigroup: bool) -> Result<Edit> {
         plan.add(project::FILE_NAME, project.render(), IfExists::Overwrite);
         return Ok(Edit::Move(plan));
     }
+    if let Some(resource) = project.resources.iter().find(|r| r.external) {
+        bail!(
+            "cannot move a project with external kinds to the multigroup layout yet: the controller of `{}` would go to the directory of the project's group, not to that of `{}`\nhelp: run `rustbuilder edit --multigroup` before `create api --external-api-path`, or move `src/controller/{}.rs` to `src/controller/{}/` by hand",
+            resource.kind,
+            resource.group,
+            resource.kind.to_lowercase(),
+            resource.group.replace(['-', '.'], "_")
+        );
+    }
     let group = match groups.iter().collect::<Vec<_>>().as_slice() {
         [] => None,
         [one] => Some(one.parse::<Group>()?),
@@ -262,7 +271,12 @@ pub fn edit(dir: &Path, multigroup: bool) -> Result<Edit> {
     }
 
     project.multigroup = true;
-    for resource in &mut project.resources {
+    // Built-in and external kinds keep their paths: k8s-openapi's type, the CRD's copy.
+    for resource in project
+        .resources
+        .iter_mut()
+        .filter(|r| !r.core && !r.external)
+    {
         resource.path = Some(format!(
             "{crate_name}::api::{group_snake}::{}::{}",
             resource.version, resource.kind
@@ -559,13 +573,19 @@ mod tests {
     fn paths_of_the_crate_get_the_group() {
         let api = BTreeSet::from(["v1alpha1".to_string()]);
         let controller = BTreeSet::from(["memcached".to_string()]);
+        let webhook = BTreeSet::from(["v1alpha1".to_string()]);
         let r = Requalify {
             group: "cache",
             crate_name: "project",
             api: &api,
             controller: &controller,
+            webhook: &webhook,
         };
         let cases = [
+            (
+                "manager.webhooks().defaulter(webhook::v1alpha1::memcached::MemcachedWebhook);",
+                "manager.webhooks().defaulter(webhook::cache::v1alpha1::memcached::MemcachedWebhook);",
+            ),
             (
                 "use crate::api::v1alpha1::{Memcached};",
                 "use crate::api::cache::v1alpha1::{Memcached};",

@@ -5,12 +5,13 @@
 //! here: the caller applies the plan, so a refused command leaves the directory as it was. Other plugins
 //! build on [`plan_api`]: they add their sets to its plan before [`ApiScaffold::finish`].
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use anyhow::{Result, bail};
+use anyhow::{Context as _, Result, bail};
 use serde::Serialize;
 
 use crate::core_types::{self, CoreType};
+use crate::external::{self, ExternalCrd};
 use crate::model::{ControllerName, Domain, Group, Kind, Plural, ProjectName, Version};
 use crate::project::{self, Api, Project, Resource};
 use crate::scaffold::{IfExists, Insertion, Plan};
@@ -71,6 +72,18 @@ pub struct ApiOptions {
     pub force: bool,
     /// `--controller-name`: a controller of its own name instead of the kind's own one.
     pub controller_name: Option<ControllerName>,
+    /// `--external-api-path`: the type is another operator's, described by this CRD.
+    pub external: Option<ExternalOptions>,
+}
+
+/// Where the CRD of an external type is (`--external-api-path`) and its domain
+/// (`--external-api-domain`).
+#[derive(Debug, Clone)]
+pub struct ExternalOptions {
+    /// The CRD's YAML file, as the command line names it (relative to the working directory).
+    pub crd: PathBuf,
+    /// The domain of the CRD's API group, when given; else what follows `<group>.` in it.
+    pub domain: Option<Domain>,
 }
 
 /// Values every template of a project sees.
@@ -140,6 +153,11 @@ pub struct ApiContext {
     pub rbac_group: String,
     /// For a Kubernetes built-in kind, its Rust type in k8s-openapi.
     pub core_path: Option<String>,
+    /// For another operator's kind, the module of its generated types below the crate:
+    /// `external::cert_manager::v1`.
+    pub external_module: Option<String>,
+    /// For another operator's kind, the project's copy of its CRD: `config/crd/external/<group>_<plural>.yaml`.
+    pub external_crd: Option<String>,
     /// `cache/` in a multigroup project, else empty: the group's directory under `src/api/` and
     /// `src/controller/`.
     pub group_path: String,
@@ -226,13 +244,24 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
     let existing = project
         .find(&options.group, &options.version, &options.kind)
         .cloned();
-    let core = core_type(options, existing.as_ref())?;
-    let qualified_group = match core {
-        Some(core) => core.api_group(),
-        None => options.group.qualified(&domain)?,
+    let external = external_crd(dir, options, existing.as_ref())?;
+    let core = match external {
+        Some(_) => None,
+        None => core_type(options, existing.as_ref())?,
     };
+    let qualified_group = match (&external, core) {
+        (Some(crd), _) => crd.api_group.clone(),
+        (None, Some(core)) => core.api_group(),
+        (None, None) => options.group.qualified(&domain)?,
+    };
+    if let Some(crd) = &external {
+        check_external_group(&project, &options.group, crd)?;
+    }
     if project.multigroup {
         check_group_module(&project, &options.group)?;
+        check_kind_in_one_group(&project, &options.group, &options.kind)?;
+    } else if external.is_some() {
+        // Its controller is `src/controller/<kind>.rs`, which a kind of that name in another group has.
         check_kind_in_one_group(&project, &options.group, &options.kind)?;
     } else if options.resource {
         // Only a new type adds a group: a controller is for a type PROJECT has, or a built-in kind.
@@ -250,7 +279,7 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
         );
     }
 
-    // Built-in kinds are named as on the command line (`core/v1`), own ones with their full group.
+    // Built-in kinds are named as on the command line (`core/v1`), others with their full group.
     let shown_group = match core {
         Some(_) => options.group.to_string(),
         None => qualified_group.clone(),
@@ -286,11 +315,12 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
     }
     if !options.resource
         && core.is_none()
+        && external.is_none()
         && existing.as_ref().and_then(|r| r.api.as_ref()).is_none()
     {
         let known = core_types::versions(options.group.as_str(), options.kind.as_str());
         let help = if known.is_empty() {
-            "drop `--resource=false` to scaffold the type too, or name a Kubernetes built-in kind (e.g. `--group apps --version v1 --kind Deployment`)".to_string()
+            "drop `--resource=false` to scaffold the type too, name a Kubernetes built-in kind (e.g. `--group apps --version v1 --kind Deployment`), or pass `--external-api-path <CRD file>` for another operator's kind".to_string()
         } else {
             format!(
                 "the built-in `{}` `{}` is at `--version {}` in k8s-openapi {}",
@@ -309,10 +339,10 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
             gvk
         };
         bail!(
-            "`--resource=false` needs the API type to exist, but {shown} is neither in PROJECT nor a Kubernetes built-in kind\nhelp: {help}"
+            "`--resource=false` needs the API type to exist, but {shown} is neither in PROJECT, nor a Kubernetes built-in kind, nor given by `--external-api-path`\nhelp: {help}"
         );
     }
-    if !options.resource && !options.controller {
+    if !options.resource && !options.controller && external.is_none() {
         bail!(
             "nothing to scaffold: both `--resource` and `--controller` are false\nhelp: leave one of them on"
         );
@@ -320,6 +350,7 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
     // The kind's scope: a built-in kind's own, that of the type in PROJECT when it is not scaffolded
     // now, else `--namespaced`.
     let namespaced = match (core, &existing) {
+        _ if external.is_some() => external.as_ref().is_some_and(|crd| crd.namespaced),
         (Some(core), _) => core.namespaced,
         (None, Some(Resource { api: Some(api), .. })) if !options.resource => api.namespaced,
         _ => options.namespaced,
@@ -372,9 +403,10 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
     }
 
     let default_plural = options.kind.default_plural();
-    let plural = match core {
-        Some(core) => core.plural.parse()?,
-        None => options
+    let plural = match (&external, core) {
+        (Some(crd), _) => crd.plural.parse()?,
+        (None, Some(core)) => core.plural.parse()?,
+        (None, None) => options
             .plural
             .clone()
             .unwrap_or_else(|| default_plural.clone()),
@@ -411,6 +443,10 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
             qualified_group.clone()
         },
         core_path: core.map(|core| core.path.to_string()),
+        external_module: external
+            .as_ref()
+            .map(|_| format!("{}::{group_snake}::{}", external::MODULE, options.version)),
+        external_crd: external.as_ref().map(ExternalCrd::file),
         api_path: format!("api::{group_rel}{}", options.version),
         controller_rel: format!("{group_rel}{controller_module}"),
         controller_name: if multigroup {
@@ -432,12 +468,19 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
         }
         plan.add_set("api", &context)?;
     }
+    if let Some(crd) = &external {
+        let mut context = context.clone();
+        context.insert("types", &crd.rust_types(&options.version)?);
+        context.insert("crd_name", &crd.name());
+        plan.add_set("external", &context)?;
+        plan.add(crd.file(), crd.yaml()?, IfExists::Overwrite);
+    }
     if options.controller {
         if multigroup {
             plan.add_set("controller-group", &context)?;
         }
         plan.add_set(
-            if core.is_some() {
+            if core.is_some() || external.is_some() {
                 "controller-core"
             } else {
                 "controller"
@@ -474,12 +517,18 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
         controller: false,
         controllers: Vec::new(),
         core: core.is_some(),
-        domain: core.map_or_else(|| domain.to_string(), |core| core.domain.to_string()),
+        domain: match (&external, core) {
+            (Some(crd), _) => crd.domain.clone(),
+            (None, Some(core)) => core.domain.to_string(),
+            (None, None) => domain.to_string(),
+        },
+        external: external.is_some(),
         group: options.group.to_string(),
         kind: options.kind.to_string(),
-        path: Some(match core {
-            Some(core) => core.path.to_string(),
-            None => format!("{}::{}::{}", base.crate_name, api.api_path, options.kind),
+        path: Some(match (&external, core) {
+            (Some(crd), _) => crd.file(),
+            (None, Some(core)) => core.path.to_string(),
+            (None, None) => format!("{}::{}::{}", base.crate_name, api.api_path, options.kind),
         }),
         plural: (plural != default_plural).then(|| plural.to_string()),
         version: options.version.to_string(),
@@ -495,6 +544,60 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
         domain,
         force: options.force,
     })
+}
+
+/// The CRD of another operator's kind `create api` is about, if any: the one `--external-api-path`
+/// names, or, for a kind PROJECT already has as external, the project's copy of it.
+fn external_crd(
+    dir: &Path,
+    options: &ApiOptions,
+    existing: Option<&Resource>,
+) -> Result<Option<ExternalCrd>> {
+    let (group, version, kind) = (&options.group, &options.version, &options.kind);
+    let Some(source) = &options.external else {
+        return match existing {
+            Some(r) if r.external => {
+                let path = r.path.as_deref().unwrap_or_default();
+                let domain = (!r.domain.is_empty())
+                    .then(|| r.domain.parse())
+                    .transpose()?;
+                let crd = ExternalCrd::read(&dir.join(path), group, version, kind, domain.as_ref())
+                    .with_context(|| {
+                        format!("PROJECT records `{group}/{version}, Kind={kind}` as external, with its CRD in `{path}`")
+                    })?;
+                Ok(Some(crd))
+            }
+            _ => Ok(None),
+        };
+    };
+    let gvk = format!("`{group}/{version}, Kind={kind}`");
+    if options.resource {
+        bail!(
+            "`--external-api-path` is for a kind another operator owns: the project gets a controller for it, not its type\nhelp: add `--resource=false`"
+        );
+    }
+    if let Some(core) = core_types::find(group.as_str(), version.as_str(), kind.as_str()) {
+        bail!(
+            "{gvk} is a Kubernetes built-in kind (`{}`), not another operator's\nhelp: drop `--external-api-path` (and `--external-api-domain`) to scaffold a controller for the built-in kind",
+            core.path
+        );
+    }
+    if existing.is_some_and(|r| r.api.is_some()) {
+        bail!(
+            "{gvk} is an API of this project (PROJECT has its type), not another operator's\nhelp: drop `--external-api-path` (and `--external-api-domain`)"
+        );
+    }
+    let crd = ExternalCrd::read(&source.crd, group, version, kind, source.domain.as_ref())?;
+    if let Some(plural) = &options.plural
+        && plural.as_str() != crd.plural
+    {
+        bail!(
+            "`--plural {plural}` is not the plural of the CRD `{}`: it is `{}`\nhelp: drop `--plural`; an external kind's plural is its CRD's",
+            crd.name(),
+            crd.plural
+        );
+    }
+    Ok(Some(crd))
 }
 
 /// The Kubernetes built-in kind `create api` is about, if any: with `--resource=false`, a kind PROJECT
@@ -557,6 +660,29 @@ fn check_group_module(project: &Project, group: &Group) -> Result<()> {
     {
         bail!(
             "groups `{other}` and `{group}` would share the Rust module `{module}`\nhelp: choose another group"
+        );
+    }
+    Ok(())
+}
+
+/// External types live in `src/external/<group>/`: one API group per `--group`.
+fn check_external_group(project: &Project, group: &Group, crd: &ExternalCrd) -> Result<()> {
+    if let Some(other) = project
+        .resources
+        .iter()
+        .find(|r| r.external && r.group == group.as_str() && r.domain != crd.domain)
+    {
+        let taken = [other.group.as_str(), other.domain.as_str()]
+            .iter()
+            .filter(|s| !s.is_empty())
+            .copied()
+            .collect::<Vec<_>>()
+            .join(".");
+        bail!(
+            "`--group {group}` is already the external API group `{taken}`, and the module `src/external/{}/` holds its types; `{}` would need the same\nhelp: pass the whole API group as `--group {}` (without `--external-api-domain`)",
+            group.snake(),
+            crd.api_group,
+            crd.api_group
         );
     }
     Ok(())
@@ -687,6 +813,30 @@ fn wire(
             fragment: ["admin", "editor", "viewer"]
                 .map(|r| format!("- {kind_snake}_{r}_role.yaml"))
                 .join("\n"),
+        })?;
+    }
+    if let Some(module) = &api.external_module {
+        // `external::<group>::<version>`: one module per group and version, as for the project's APIs.
+        let version_dir = format!("src/{}", module.replace("::", "/"));
+        plan.insert(Insertion {
+            path: "src/lib.rs",
+            marker: "modules",
+            fragment: format!("pub mod {};", external::MODULE),
+        })?;
+        plan.insert(Insertion {
+            path: &format!("src/{}/mod.rs", external::MODULE),
+            marker: "groups",
+            fragment: format!("pub mod {group_snake};"),
+        })?;
+        plan.insert(Insertion {
+            path: &format!("src/{}/{group_snake}/mod.rs", external::MODULE),
+            marker: "versions",
+            fragment: format!("pub mod {version};"),
+        })?;
+        plan.insert(Insertion {
+            path: &format!("{version_dir}/mod.rs"),
+            marker: "kinds",
+            fragment: format!("mod {kind_snake};\npub use {kind_snake}::*;"),
         })?;
     }
     if options.controller {

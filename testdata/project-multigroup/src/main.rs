@@ -37,6 +37,7 @@ async fn main() -> Result<(), manager::Error> {
     let controllers = manager.controllers();
     controllers.add(controller::apps::deployment::run(manager.clone()));
     controllers.add(controller::cache::memcached::run(manager.clone()));
+    controllers.add(controller::cert_manager::certificate::run(manager.clone()));
     controllers.add(controller::ship::frigate::run(manager.clone()));
     controllers.add(controller::ship::frigate_audit::run(manager.clone()));
     controllers.add(controller::ship::cruiser::run(manager.clone()));

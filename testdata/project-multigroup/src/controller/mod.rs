@@ -9,6 +9,7 @@
 
 pub mod apps;
 pub mod cache;
+pub mod cert_manager;
 pub mod ship;
 // +rustbuilder:scaffold:controllers
 

@@ -151,6 +151,12 @@ impl Cluster {
     /// Webhooks, once the project has some, are served by that process: the simulated cluster routes
     /// them to it with a certificate of its own CA, standing in for cert-manager and the Service.
     pub async fn deploy_manager(&self, env: &[(&str, &str)]) -> Manager {
+        // The CRDs of other operators' kinds (config/crd/external/) come with those operators in a
+        // real cluster; the simulated one gets them here.
+        let external = concat!(env!("CARGO_MANIFEST_DIR"), "/config/crd/external");
+        if self.env.is_some() && Path::new(external).is_dir() {
+            self.kubectl(&["apply", "--server-side", "-f", external]);
+        }
         self.make("install");
         let rendered = self.kubectl(&["kustomize", "config/default"]);
         let (rendered, cert_manager) = without_cert_manager(&rendered);
