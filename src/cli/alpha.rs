@@ -28,11 +28,11 @@ pub enum Command {
 pub struct UpdateArgs {
     #[command(flatten)]
     pub project: super::ProjectDir,
-    /// The rustbuilder version that scaffolded the project [default: `cliVersion` in PROJECT].
+    /// The rustbuilder version that scaffolded the project (default: `cliVersion` in PROJECT).
     #[arg(long, value_name = "VERSION")]
     pub from_version: Option<String>,
-    /// The executable of that rustbuilder [default: `rustbuilder-<VERSION>` on PATH, then
-    /// ~/.cache/rustbuilder/releases/<VERSION>/bin/rustbuilder].
+    /// The executable of that rustbuilder (default: `rustbuilder-<VERSION>` on PATH, then
+    /// `~/.cache/rustbuilder/releases/<VERSION>/bin/rustbuilder`).
     #[arg(long, value_name = "PATH")]
     pub from_binary: Option<PathBuf>,
 }
