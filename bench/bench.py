@@ -874,14 +874,17 @@ def summarize(req):
 
 
 def cmd_run():
-    if not all(p.exists() for p in (RUSTBUILDER, GO_CACHE / "manager", RUST_BIN / "envtest",
-                                    rust_manager("rust-1"))):
+    ops = os.environ.get("BENCH_OPERATORS", "rust,go,baseline,rust-1,go-16").split(",")
+    # What the chosen operators need (the plain client needs only the local cluster).
+    binaries = {"rust": rust_manager("rust"), "rust-1": rust_manager("rust-1"),
+                "go": GO_CACHE / "manager", "go-16": GO_CACHE / "manager-16-workers"}
+    needed = [RUSTBUILDER, RUST_BIN / "envtest"] + [binaries[op] for op in ops if op in binaries]
+    if not all(p.exists() for p in needed):
         die("run `python3 bench/bench.py prepare` (or `make bench`) first")
     assets()
     sizes = [int(x) for x in os.environ.get("BENCH_SIZES", "100,500,1000").split(",")]
     runs = int(os.environ.get("BENCH_RUNS", "3"))
     idle = int(os.environ.get("BENCH_IDLE", "60"))
-    ops = os.environ.get("BENCH_OPERATORS", "rust,go,baseline,rust-1,go-16").split(",")
     profile = os.environ.get("BENCH_CLUSTER", "unlimited")
     if profile not in CLUSTER_PROFILES:
         die(f"BENCH_CLUSTER={profile}: one of {', '.join(CLUSTER_PROFILES)}")
