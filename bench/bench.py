@@ -19,6 +19,7 @@ import base64
 import http.client
 import json
 import os
+import shlex
 import shutil
 import signal
 import ssl
@@ -582,6 +583,9 @@ def start_operator(name, cluster: Cluster, tmp: Path):
         cmd = [str(binary), "--health-probe-bind-address=127.0.0.1:0", "--metrics-bind-address=0"]
     else:
         cmd = [str(rust_manager(name)), "--health-probe-bind-address=127.0.0.1:0", "--metrics-bind-address=0"]
+        # E.g. `heaptrack -o FILE`: a profiler that runs the operator as its child (RSS is then the
+        # profiler's own, so such a run is for the profile only).
+        cmd = shlex.split(os.environ.get("BENCH_WRAP_RUST", "")) + cmd
     p = subprocess.Popen(cmd, env=env, stdout=logf, stderr=subprocess.STDOUT)
     time.sleep(3)  # informers synced (both list 0 objects at start)
     if p.poll() is not None:
@@ -634,8 +638,13 @@ class State:
         self.cv = threading.Condition()
 
     def on_cr(self, typ, o):
-        conds = (o.get("status") or {}).get("conditions") or []
+        status = o.get("status") or {}
+        conds = status.get("conditions") or []
         ok = any(c.get("type") == "Available" and c.get("status") == "True" for c in conds)
+        # A status that says which spec it describes must describe the current one (the Go operator's
+        # has no observedGeneration; the Rust operator writes it once the Deployment is complete).
+        seen = status.get("observedGeneration")
+        ok = ok and (seen is None or seen == o["metadata"].get("generation"))
         with self.cv:
             self.available[o["metadata"]["name"]] = ok and typ != "DELETED"
             self.cv.notify_all()

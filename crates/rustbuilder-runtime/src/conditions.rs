@@ -81,6 +81,21 @@ pub fn set(conditions: &mut Vec<Condition>, mut condition: Condition) -> bool {
     }
 }
 
+/// Whether `after` tells something `before` does not: a condition added or gone, or another status,
+/// reason or message. Transition times and observed generations are not compared, so a controller
+/// can skip a status write that would only move counts.
+pub fn changed(before: &[Condition], after: &[Condition]) -> bool {
+    fn verdicts(conditions: &[Condition]) -> Vec<[&str; 4]> {
+        let mut verdicts: Vec<_> = conditions
+            .iter()
+            .map(|c| [&*c.type_, &c.status, &c.reason, &c.message])
+            .collect();
+        verdicts.sort_unstable();
+        verdicts
+    }
+    verdicts(before) != verdicts(after)
+}
+
 /// The condition of type `type_`, if present.
 pub fn find<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
     conditions.iter().find(|c| c.type_ == type_)
@@ -160,5 +175,23 @@ mod tests {
     #[test]
     fn now_has_whole_seconds() {
         assert_eq!(now().0.subsec_nanosecond(), 0);
+    }
+
+    #[test]
+    fn a_change_is_a_new_verdict_not_a_new_generation() {
+        let before = vec![
+            new("Available", true, "A", "serves", Some(1)),
+            new("Degraded", false, "B", "", Some(1)),
+        ];
+        // The same verdicts for a newer generation, in another order: nothing to tell.
+        let mut after = vec![
+            new("Degraded", false, "B", "", Some(2)),
+            new("Available", true, "A", "serves", Some(2)),
+        ];
+        assert!(!changed(&before, &after));
+        after[1].message = "serves again".into();
+        assert!(changed(&before, &after));
+        assert!(changed(&before, &before[..1]));
+        assert!(changed(&[], &before));
     }
 }

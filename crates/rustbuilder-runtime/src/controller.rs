@@ -29,8 +29,8 @@ use futures::StreamExt;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::EventType;
-use kube::runtime::reflector::Store;
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tracing::{debug, info, warn};
@@ -145,7 +145,15 @@ where
         } = self;
         info!(controller = %name, "starting controller");
         let config = controller::Config::default().concurrency(concurrency);
-        let mut controller = Controller::new(api, watcher_config)
+        // The watched objects, cached without their managed fields: those are large (a tree of every
+        // field each writer set) and reconcilers do not read them.
+        let (store, writer) = reflector::store();
+        // No backoff here: the controller backs off its triggers itself, as with `Controller::new`.
+        let objects = watcher::watcher(api, watcher_config)
+            .modify(|object| object.managed_fields_mut().clear())
+            .reflect(writer)
+            .applied_objects();
+        let mut controller = Controller::for_stream(objects, store)
             .with_config(config)
             .graceful_shutdown_on(manager.shutdown_signal());
         for customize in customizations {

@@ -18,6 +18,9 @@ pub struct Rollout {
     pub available: bool,
     /// Every wanted replica runs the latest spec and is available, and no other replica is left.
     pub complete: bool,
+    /// The Deployment is replacing its Pods with Pods of the latest template (its own `Progressing`
+    /// condition is True for a new or updated ReplicaSet). Scaling alone is not a rollout.
+    pub rolling_out: bool,
     /// The rollout exceeded its progress deadline (`Progressing=False`, reason
     /// `ProgressDeadlineExceeded`): the Deployment controller's message.
     pub stuck: Option<String>,
@@ -28,6 +31,8 @@ pub struct Rollout {
     pub replicas: i32,
     /// Pods of the Deployment that are ready.
     pub ready_replicas: i32,
+    /// Pods of the Deployment that are available: ready for at least `minReadySeconds`.
+    pub available_replicas: i32,
 }
 
 impl Rollout {
@@ -55,12 +60,15 @@ impl Rollout {
             observed,
             available: find(conditions, "Available", "True").is_some(),
             complete,
+            rolling_out: find(conditions, "Progressing", "True")
+                .is_some_and(|c| c.reason.as_deref() != Some("NewReplicaSetAvailable")),
             stuck: find(conditions, "Progressing", "False")
                 .filter(|c| c.reason.as_deref() == Some("ProgressDeadlineExceeded"))
                 .map(message),
             failure: find(conditions, "ReplicaFailure", "True").map(message),
             replicas,
             ready_replicas: status.ready_replicas.unwrap_or(0),
+            available_replicas: status.available_replicas.unwrap_or(0),
         }
     }
 }
@@ -135,7 +143,10 @@ mod tests {
         )]);
         let done = Rollout::of(&deployment(3, 2, status.clone()));
         assert!(done.observed && done.available && done.complete, "{done:?}");
-        assert_eq!((done.replicas, done.ready_replicas), (3, 3));
+        assert_eq!(
+            (done.replicas, done.ready_replicas, done.available_replicas),
+            (3, 3, 3)
+        );
 
         // Scaling to 5: still serving, not complete.
         let scaling = Rollout::of(&deployment(5, 3, counts(3, 3, 3, 3)));
@@ -145,6 +156,20 @@ mod tests {
         assert!(!unseen.observed && !unseen.complete && unseen.available);
         // An old replica still around during a rolling update.
         assert!(!Rollout::of(&deployment(3, 2, counts(2, 4, 3, 3))).complete);
+    }
+
+    #[test]
+    fn a_new_template_rolls_out_and_scaling_does_not() {
+        let progressing = |reason| {
+            let mut status = counts(2, 3, 3, 3);
+            status.conditions = Some(vec![condition("Progressing", "True", reason)]);
+            Rollout::of(&deployment(3, 2, status)).rolling_out
+        };
+        assert!(progressing("NewReplicaSetCreated"));
+        assert!(progressing("ReplicaSetUpdated"));
+        // What a Deployment keeps reporting once rolled out, also while it scales.
+        assert!(!progressing("NewReplicaSetAvailable"));
+        assert!(!Rollout::of(&deployment(3, 2, counts(2, 3, 3, 3))).rolling_out);
     }
 
     #[test]

@@ -239,6 +239,18 @@ async fn wait_for_event(client: &Client, namespace: &str, name: &str, reason: &s
     .await
 }
 
+/// The reasons of the events about the object `name`.
+async fn event_reasons(client: &Client, namespace: &str, name: &str) -> Vec<String> {
+    let events = Api::<Event>::namespaced(client.clone(), namespace);
+    let list = events.list(&ListParams::default()).await.unwrap();
+    let about = |e: &Event| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name);
+    list.items
+        .into_iter()
+        .filter(about)
+        .filter_map(|e| e.reason)
+        .collect()
+}
+
 /// The whole life of a Memcached, with the controller running under the RBAC of its markers in a
 /// namespace that enforces the "restricted" Pod Security Standard.
 #[tokio::test]
@@ -302,14 +314,14 @@ async fn the_controller_runs_memcached_end_to_end() {
         "a finalizer would block deletion for nothing"
     );
 
-    // Available only once the Pods (admitted under "restricted") are available.
-    let ready = eventually("Available=True", async || {
+    // Available once a Pod (admitted under "restricted") serves; the status is complete once both do.
+    let ready = eventually("Available=True with 2 ready replicas", async || {
         let object = api.get("sample").await.unwrap();
-        is_true(&object, "Available").then_some(object)
+        let complete = object.status.as_ref()?.ready_replicas == Some(2);
+        (complete && is_true(&object, "Available")).then_some(object)
     })
     .await;
     let status = ready.status.as_ref().unwrap();
-    assert_eq!(status.ready_replicas, Some(2));
     assert_eq!(status.observed_generation, ready.metadata.generation);
     assert!(!is_true(&ready, "Degraded"), "{status:?}");
     wait_for_event(&admin, ns, "sample", "DeploymentCreated").await;
@@ -388,10 +400,15 @@ async fn the_controller_runs_memcached_end_to_end() {
         (ready && is_true(&object, "Available")).then_some(())
     })
     .await;
-    let scaled = wait_for_event(&admin, ns, "sample", "DeploymentUpdated").await;
-    assert!(scaled.note.unwrap_or_default().contains("3 replicas"));
+    // The new size is in the status; an event is for changes made by someone else, below.
+    let reasons = event_reasons(&admin, ns, "sample").await;
+    assert!(reasons.contains(&"DeploymentCreated".into()), "{reasons:?}");
+    assert!(
+        !reasons.contains(&"DeploymentUpdated".into()),
+        "{reasons:?}"
+    );
 
-    // Someone edits the pod template: the operator puts it back.
+    // Someone edits the pod template: the operator puts it back, and says so.
     let tamper = json!({ "spec": { "template": { "spec": {
         "containers": [{ "name": "memcached", "image": "example.com/tampered:1" }]
     } } } });
@@ -410,6 +427,13 @@ async fn the_controller_runs_memcached_end_to_end() {
         (pod.containers[0].image.as_deref() == Some(IMAGE)).then_some(())
     })
     .await;
+    let restored = wait_for_event(&admin, ns, "sample", "DeploymentUpdated").await;
+    assert!(
+        restored
+            .note
+            .unwrap_or_default()
+            .contains("back as specified")
+    );
 
     // Someone deletes the Deployment: the operator recreates it.
     let old_uid = deployments.get("sample").await.unwrap().uid();

@@ -39,9 +39,9 @@ pub const IMAGE_ENV: &str = "MEMCACHED_IMAGE";
 /// Image used when [`IMAGE_ENV`] is not set.
 pub const DEFAULT_IMAGE: &str = "memcached:1.6.26-alpine3.19";
 
-/// The Pods serve: the Deployment has minimum availability.
+/// The Pods serve: at least one is available.
 pub const AVAILABLE: &str = "Available";
-/// The Deployment is rolling out or scaling.
+/// The Deployment is rolling out a new Pod template.
 pub const PROGRESSING: &str = "Progressing";
 /// Something needs a human: a failure, a stuck rollout, a Deployment that is not ours.
 pub const DEGRADED: &str = "Degraded";
@@ -118,27 +118,35 @@ pub async fn reconcile(object: Arc<Memcached>, ctx: Arc<Context>) -> Result<Acti
     let desired = build_deployment(object, &ctx.image)?;
     let applied = apply::apply(&deployments, current.as_deref(), &desired, MANAGER_NAME).await?;
     let Applied::Unchanged(deployment) = applied else {
+        // The Deployment controller acts next; its status update brings us back here to report it.
+        // Events tell what the status cannot: a Deployment created, or put back after someone else
+        // changed it. A change of our own spec shows in the status (`observedGeneration`).
         let size = object.spec.size;
+        let reported = object.status.as_ref().and_then(|s| s.observed_generation) == generation;
         let (reason, note) = match current {
             None => (
                 "DeploymentCreated",
                 format!("Created Deployment {name} with {size} replicas"),
             ),
-            Some(_) => (
+            Some(_) if reported => (
                 "DeploymentUpdated",
-                format!("Updated Deployment {name} ({size} replicas)"),
+                format!("Put Deployment {name} back as specified"),
             ),
+            Some(_) => return Ok(Action::await_change()),
         };
         ctx.events.normal(object, reason, "Apply", &note).await;
-        // The Deployment controller acts next; its status update brings us back here to report it.
         return Ok(Action::await_change());
     };
 
-    // The status, once the Deployment controller has seen the latest spec. Nothing to poll: a
-    // change of the object or of its Deployment triggers the next reconcile.
-    if Rollout::of(&deployment).observed {
+    // The status, once the Deployment controller has seen the latest spec: when a condition
+    // changes, and once the rollout is complete (counts alone are not worth a write while Pods come
+    // and go). Nothing to poll: a change of the object or of its Deployment triggers the next reconcile.
+    let rollout = Rollout::of(&deployment);
+    if rollout.observed {
         let status = desired_status(object, &deployment);
-        apply::status(&objects, object, &status, MANAGER_NAME).await?;
+        if rollout.complete || conditions::changed(&own_conditions(object), &status.conditions) {
+            apply::status(&objects, object, &status, MANAGER_NAME).await?;
+        }
     }
     Ok(Action::await_change())
 }
@@ -232,35 +240,23 @@ pub fn build_deployment(object: &Memcached, image: &str) -> Result<Deployment> {
 
 /// The status a `Memcached` should report, given its Deployment: a pure function.
 ///
-/// - Available follows the Deployment's own Available condition (minimum availability), so a
-///   `Memcached` being scaled keeps serving and stays Available.
-/// - Progressing is True until `size` replicas are updated and available.
+/// - Available is True while at least one Pod serves, so scaling never makes it flap.
+/// - Progressing is True while the Deployment replaces its Pods with ones of the latest template
+///   (a new image, say). Scaling alone is not a rollout, as for the Deployment itself.
 /// - Degraded is True when the Deployment cannot create Pods or its rollout is stuck.
 ///
-/// Messages name no changing counts (those are in `replicas` and `readyReplicas`), so a rollout
-/// rewrites the status only when a count or a condition changes.
+/// Messages name no counts (those are in `replicas` and `readyReplicas`), so the conditions change
+/// only when a verdict does.
 pub fn desired_status(object: &Memcached, deployment: &Deployment) -> MemcachedStatus {
-    let (rollout, size) = (Rollout::of(deployment), object.spec.size);
-    let available = match rollout.available {
-        true => (
-            true,
-            "MinimumReplicasAvailable",
-            "Deployment has minimum availability".into(),
-        ),
-        false => (
-            false,
-            "MinimumReplicasUnavailable",
-            "Deployment lacks minimum availability".into(),
-        ),
+    let rollout = Rollout::of(deployment);
+    let available = match rollout.available_replicas > 0 {
+        true => (true, "PodsAvailable", "At least one Pod serves".into()),
+        false => (false, "NoPodAvailable", "No Pod serves".into()),
     };
-    let progressing = match (&rollout.stuck, rollout.complete) {
+    let progressing = match (&rollout.stuck, rollout.rolling_out) {
         (Some(message), _) => (false, "ProgressDeadlineExceeded", message.clone()),
-        (None, true) => (
-            false,
-            "RolloutComplete",
-            format!("{size} updated, available replicas"),
-        ),
-        (None, false) => (true, "RollingOut", format!("Rolling out {size} replicas")),
+        (None, true) => (true, "RollingOut", "New Pods replace the old ones".into()),
+        (None, false) => (false, "RolledOut", "Pods run the latest template".into()),
     };
     let degraded = match (&rollout.failure, &rollout.stuck) {
         (Some(message), _) => (true, "ReplicaFailure", message.clone()),
@@ -445,17 +441,17 @@ mod tests {
     }
 
     #[test]
-    fn available_once_rolled_out_and_while_scaling() {
+    fn available_while_a_pod_serves_and_scaling_is_no_rollout() {
         let object = sample(3);
         let rolled_out = deployed(
             &object,
             3,
             3,
-            &[("Available", "True", "MinimumReplicasAvailable")],
+            &[("Progressing", "True", "NewReplicaSetAvailable")],
         );
         let expected = [
-            ("True", "MinimumReplicasAvailable"),
-            ("False", "RolloutComplete"),
+            ("True", "PodsAvailable"),
+            ("False", "RolledOut"),
             ("False", "AsExpected"),
         ];
         assert_eq!(
@@ -463,33 +459,45 @@ mod tests {
             pairs(expected)
         );
 
-        // Scaling up to 5: still serving, progressing.
+        // Scaling to 5: the Deployment lacks its minimum availability, but Pods serve and every one
+        // runs the latest template. Only counts move, so nothing is written until it completes.
         let scaling = deployed(
             &sample(5),
             3,
             3,
-            &[("Available", "True", "MinimumReplicasAvailable")],
+            &[
+                ("Available", "False", "MinimumReplicasUnavailable"),
+                ("Progressing", "True", "NewReplicaSetAvailable"),
+            ],
         );
-        let expected = [
-            ("True", "MinimumReplicasAvailable"),
-            ("True", "RollingOut"),
-            ("False", "AsExpected"),
-        ];
-        assert_eq!(
-            verdicts(&desired_status(&sample(5), &scaling)),
-            pairs(expected)
+        let mut scaled = sample(5);
+        scaled.status = Some(desired_status(&object, &rolled_out));
+        let status = desired_status(&scaled, &scaling);
+        assert_eq!(verdicts(&status), pairs(expected));
+        assert!(!conditions::changed(
+            &own_conditions(&scaled),
+            &status.conditions
+        ));
+
+        let updating = deployed(
+            &object,
+            3,
+            1,
+            &[("Progressing", "True", "ReplicaSetUpdated")],
         );
+        let progressing = verdicts(&desired_status(&object, &updating))[1].clone();
+        assert_eq!(progressing, ("True".into(), "RollingOut".into()));
 
         let starting = deployed(
             &object,
             3,
             0,
-            &[("Available", "False", "MinimumReplicasUnavailable")],
+            &[("Progressing", "True", "NewReplicaSetCreated")],
         );
         let status = desired_status(&object, &starting);
         assert_eq!(
             verdicts(&status)[0],
-            ("False".into(), "MinimumReplicasUnavailable".into())
+            ("False".into(), "NoPodAvailable".into())
         );
         assert_eq!((status.replicas, status.ready_replicas), (Some(3), Some(0)));
     }
