@@ -955,8 +955,14 @@ def cmd_report():
         lines.append(f"\n#### Cluster: {cluster}\n")
         lines.append("| N | operator | runs | create (s) | × plain | Deployments written (s) | scale (s) | × plain | "
                      "Deployments scaled (s) | own writes/CR: create | scale | events/CR (create+scale) | "
-                     "idle: own writes | idle: events | peak RSS (MiB) | CPU (s) |")
-        lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+                     "idle: own writes | idle: events | peak RSS (MiB) | RSS growth | CPU (s) |")
+        lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        # Peak RSS against the operator's own at the smallest N measured: linear growth would be N/N0.
+        rss_of = lambda ts: [t["peak_rss_bytes_total"] / 2**20 for t in ts if t.get("peak_rss_bytes_total")]
+        smallest = {}
+        for (c, n, op), ts in sorted(by.items()):
+            if c == cluster and rss_of(ts) and op not in smallest:
+                smallest[op] = (n, statistics.median(rss_of(ts)))
         for n in sorted({k[1] for k in by if k[0] == cluster}):
             base = by.get((cluster, n, "baseline"), [])
             walls = lambda ts, name: [t["phases"][name]["wall"] for t in ts
@@ -976,7 +982,9 @@ def cmd_report():
                       for t in ts if "scale" in t["phases"]]
                 wi = [operator_writes(p, op) for p in ph("idle")]
                 ei = [event_writes(p) for p in ph("idle")]
-                rss = [t["peak_rss_bytes_total"] / 2**20 for t in ts if t.get("peak_rss_bytes_total")]
+                rss = rss_of(ts)
+                n0, rss0 = smallest.get(op, (n, None))
+                growth = f"×{statistics.median(rss) / rss0:.2f} (N ×{n / n0:g})" if rss and rss0 and n > n0 else "—"
                 cpu = [t["cpu_seconds_total"] for t in ts if t.get("cpu_seconds_total") is not None]
                 timeout = sum(1 for t in ts if t.get("timeout"))
                 name = OPERATORS[op]
@@ -986,7 +994,7 @@ def cmd_report():
                 lines.append(f"| {n} | {name} | {len(ts)} | {fmt_range(cw)} | {ratio(cw, bc)} | {dw('create')} | "
                              f"{fmt_range(sw)} | {ratio(sw, bs)} | {dw('scale')} | {fmt_range(wc, '{:.2f}')} | {fmt_range(ws, '{:.2f}')} | "
                              f"{fmt_range(ev, '{:.2f}')} | {fmt_range(wi, '{:.0f}')} | {fmt_range(ei, '{:.0f}')} | "
-                             f"{fmt_range(rss)} | {fmt_range(cpu)} |")
+                             f"{fmt_range(rss)} | {growth} | {fmt_range(cpu)} |")
         # requests by verb and resource, the largest N, first run of each operator
         nmax = max(k[1] for k in by if k[0] == cluster)
         lines.append(f"\nRequests by verb and resource at N={nmax} (first run; the harness's own requests "
