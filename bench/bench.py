@@ -586,11 +586,25 @@ def start_operator(name, cluster: Cluster, tmp: Path):
         # E.g. `heaptrack -o FILE`: a profiler that runs the operator as its child (RSS is then the
         # profiler's own, so such a run is for the profile only).
         cmd = shlex.split(os.environ.get("BENCH_WRAP_RUST", "")) + cmd
-    p = subprocess.Popen(cmd, env=env, stdout=logf, stderr=subprocess.STDOUT)
+    # A session of its own, so that stopping it reaches a wrapped operator too (see `stop_operator`).
+    p = subprocess.Popen(cmd, env=env, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
     time.sleep(3)  # informers synced (both list 0 objects at start)
     if p.poll() is not None:
         die(f"the {name} operator exited at start; see {tmp / (name + '.log')}")
     return p
+
+
+def stop_operator(proc):
+    """SIGTERM to the operator's whole process group (a `BENCH_WRAP_RUST` wrapper and its child), then
+    SIGKILL after 20 s."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        proc.wait()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -828,12 +842,7 @@ def trial(operator, n, idle, profile, timeout=900):
         finally:
             stop.set()
             if proc:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(20)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+                stop_operator(proc)
             cluster.stop()
             if os.environ.get("BENCH_KEEP_LOGS"):
                 keep = RESULTS / "logs" / f"{operator}-{n}-{int(time.time())}"

@@ -28,7 +28,6 @@ use std::time::Duration;
 use futures::StreamExt;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::events::EventType;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
@@ -36,6 +35,7 @@ use serde::de::DeserializeOwned;
 use tracing::{debug, info, warn};
 
 use crate::backoff::ErrorBackoff;
+use crate::events::EventType;
 use crate::manager::Manager;
 use crate::owned::Owned;
 
@@ -92,7 +92,7 @@ where
     /// goes away.
     pub fn owns<O>(mut self, owned: Owned<O>) -> Self
     where
-        O: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+        O: Resource<DynamicType = ()> + DeserializeOwned + Send + 'static,
     {
         let changes = owned.subscribe().map(Ok);
         self.customizations

@@ -1,27 +1,78 @@
 //! Kubernetes events on the objects a controller manages, shown by `kubectl describe`.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use k8s_openapi::api::events::v1::{Event, EventSeries};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+pub use kube::runtime::events::EventType;
 use kube::{Client, Resource};
+use serde_json::json;
 use tracing::warn;
 
 /// The API's limit on an event note, in bytes.
 pub const MAX_NOTE_BYTES: usize = 1024;
 
+/// How long a published event is remembered: a repeat within this time is counted on the first one
+/// (its `series`) instead of stored again, as client-go's and kube's recorders do.
+pub const REPEAT_WINDOW: Duration = Duration::from_secs(6 * 60);
+
+/// How often the memory of published events drops what is older than [`REPEAT_WINDOW`].
+const SWEEP_EVERY: Duration = Duration::from_secs(30);
+
 /// Publishes events as one reporting controller (the manager's name; the instance is the pod name,
-/// `HOSTNAME`, so events tell replicas apart). Repeats of an event are counted by the recorder rather
-/// than stored again. Cheap to clone.
+/// `HOSTNAME`, so events tell replicas apart). A repeat of an event (same object, type, reason and
+/// action) within [`REPEAT_WINDOW`] is counted on the first one rather than stored again. Cheap to
+/// clone: clones share that memory.
+///
+/// Only the name and count of each recent event are kept, not the event: a controller of 1,000
+/// objects holds a few hundred KiB for them, not megabytes.
 ///
 /// Events are informative: failing to publish one is logged and otherwise ignored, so publishing
 /// never fails a reconcile.
 #[derive(Clone)]
 pub struct Events {
-    recorder: Recorder,
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: Client,
+    controller: String,
+    instance: String,
+    published: Mutex<Published>,
+}
+
+/// The events published within the repeat window, by what makes an event a repeat.
+struct Published {
+    events: HashMap<Key, Recent>,
+    swept: Instant,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Key {
+    /// The object's uid, or `kind/namespace/name` for a reference without one.
+    regarding: String,
+    type_: EventType,
+    reason: String,
+    action: String,
+}
+
+struct Recent {
+    name: String,
+    namespace: String,
+    count: i32,
+    last: Instant,
 }
 
 impl std::fmt::Debug for Events {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Events").finish_non_exhaustive()
+        f.debug_struct("Events")
+            .field("controller", &self.inner.controller)
+            .finish_non_exhaustive()
     }
 }
 
@@ -29,12 +80,16 @@ impl Events {
     /// Events reported by `controller`, from the instance named by `HOSTNAME` if set.
     pub fn new(client: Client, controller: &str) -> Self {
         let instance = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty());
-        let reporter = Reporter {
-            controller: controller.to_string(),
-            instance,
-        };
         Events {
-            recorder: Recorder::new(client, reporter),
+            inner: Arc::new(Inner {
+                client,
+                controller: controller.to_string(),
+                instance: instance.unwrap_or_else(|| controller.to_string()),
+                published: Mutex::new(Published {
+                    events: HashMap::new(),
+                    swept: Instant::now(),
+                }),
+            }),
         }
     }
 
@@ -71,7 +126,8 @@ impl Events {
         .await;
     }
 
-    /// Publishes an event on the object `reference` points to.
+    /// Publishes an event on the object `reference` points to: creates it, or, for a repeat within
+    /// [`REPEAT_WINDOW`], raises the count of the first one. The first note is the one shown.
     pub async fn publish(
         &self,
         reference: ObjectReference,
@@ -80,17 +136,120 @@ impl Events {
         action: &str,
         note: &str,
     ) {
-        let event = Event {
+        let key = Key {
+            regarding: match &reference.uid {
+                Some(uid) => uid.clone(),
+                None => format!(
+                    "{}/{}/{}",
+                    reference.kind.as_deref().unwrap_or_default(),
+                    reference.namespace.as_deref().unwrap_or_default(),
+                    reference.name.as_deref().unwrap_or_default()
+                ),
+            },
             type_,
-            reason: reason.into(),
-            note: Some(truncate(note, MAX_NOTE_BYTES).to_string()),
-            action: action.into(),
-            secondary: None,
+            reason: reason.to_string(),
+            action: action.to_string(),
         };
-        if let Err(error) = self.recorder.publish(&event, &reference).await {
-            let object = reference.name.unwrap_or_default();
-            warn!(%error, reason, object, "could not publish an event");
+        let now = Instant::now();
+        let repeat = self.inner.repeat_of(&key, now);
+        let published = match repeat {
+            Some((namespace, name, count)) => self.count(&namespace, &name, count).await,
+            None => Err(()),
+        };
+        let published = match published {
+            Ok(recent) => Ok(recent),
+            // The first time, or the first event is gone (deleted, or expired on the server).
+            Err(()) => self.create(&reference, type_, reason, action, note).await,
+        };
+        match published {
+            Ok(recent) => self.inner.remember(key, recent, now),
+            Err(error) => {
+                let object = reference.name.unwrap_or_default();
+                warn!(%error, reason, object, "could not publish an event");
+            }
         }
+    }
+
+    async fn create(
+        &self,
+        reference: &ObjectReference,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: &str,
+    ) -> Result<Recent, kube::Error> {
+        let now = Timestamp::now();
+        let namespace = reference.namespace.as_deref().unwrap_or("default");
+        let regarding = reference.name.as_deref().unwrap_or(&self.inner.controller);
+        let event = Event {
+            metadata: ObjectMeta {
+                name: Some(format!("{regarding}.{:x}", now.as_nanosecond())),
+                namespace: Some(namespace.to_string()),
+                ..Default::default()
+            },
+            event_time: Some(MicroTime(now)),
+            type_: Some(format!("{type_:?}")),
+            reason: Some(reason.to_string()),
+            action: Some(action.to_string()),
+            note: Some(truncate(note, MAX_NOTE_BYTES).to_string()),
+            regarding: Some(reference.clone()),
+            reporting_controller: Some(self.inner.controller.clone()),
+            reporting_instance: Some(self.inner.instance.clone()),
+            ..Default::default()
+        };
+        let api = Api::<Event>::namespaced(self.inner.client.clone(), namespace);
+        let created = api.create(&PostParams::default(), &event).await?;
+        Ok(Recent {
+            name: created.metadata.name.unwrap_or_default(),
+            namespace: namespace.to_string(),
+            count: 1,
+            last: Instant::now(),
+        })
+    }
+
+    /// Raises the count of the event `namespace/name` to `count + 1`.
+    async fn count(&self, namespace: &str, name: &str, count: i32) -> Result<Recent, ()> {
+        let series = EventSeries {
+            count: count + 1,
+            last_observed_time: MicroTime(Timestamp::now()),
+        };
+        let api = Api::<Event>::namespaced(self.inner.client.clone(), namespace);
+        let patch = Patch::Merge(json!({ "series": series }));
+        match api.patch(name, &PatchParams::default(), &patch).await {
+            Ok(_) => Ok(Recent {
+                name: name.to_string(),
+                namespace: namespace.to_string(),
+                count: count + 1,
+                last: Instant::now(),
+            }),
+            Err(_) => Err(()),
+        }
+    }
+}
+
+impl Inner {
+    fn published(&self) -> std::sync::MutexGuard<'_, Published> {
+        self.published.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The namespace, name and count of the event `key` repeats, if one was published within the
+    /// window.
+    fn repeat_of(&self, key: &Key, now: Instant) -> Option<(String, String, i32)> {
+        let published = self.published();
+        let recent = published.events.get(key)?;
+        (now.duration_since(recent.last) < REPEAT_WINDOW)
+            .then(|| (recent.namespace.clone(), recent.name.clone(), recent.count))
+    }
+
+    fn remember(&self, key: Key, recent: Recent, now: Instant) {
+        let mut published = self.published();
+        if now.duration_since(published.swept) >= SWEEP_EVERY {
+            published
+                .events
+                .retain(|_, recent| now.duration_since(recent.last) < REPEAT_WINDOW);
+            published.swept = now;
+        }
+        published.events.insert(key, recent);
     }
 }
 

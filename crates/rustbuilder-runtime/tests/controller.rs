@@ -185,11 +185,13 @@ async fn applies_only_changes_and_follows_owned_objects() {
     assert_eq!(copy.data.unwrap()["size"], "3");
     assert!(
         ctx.configmaps
-            .store()
-            .get(&kube::runtime::reflector::ObjectRef::new("unrelated").within("default"))
+            .cached(Some("default"), "unrelated")
             .is_none()
     );
-    let cached = async || ctx.configmaps.store().len() == 1;
+    let cached = async || {
+        let copy = ctx.configmaps.cached(Some("default"), "w-widget");
+        ctx.configmaps.len() == 1 && copy.is_some_and(|c| c.data.unwrap()["size"] == "3")
+    };
     assert!(eventually(Duration::from_secs(10), cached).await);
 
     // The event, with its note cut to the API's 1024 bytes.
@@ -303,24 +305,36 @@ async fn failed_reconciles_back_off_exponentially() {
     let errors = r#"controller_runtime_reconcile_total{controller="widget",result="error"}"#;
     assert_eq!(sample(errors), Some(3.0), "{metrics}");
 
-    // Each failure is told on the object itself, as a Warning event carrying the error.
+    // Each failure is told on the object itself, as a Warning event carrying the error: one event,
+    // whose series counts the three failures (repeats are not stored again).
     let events: Api<Event> = Api::namespaced(env.client(), "default");
-    let failed = async || {
+    let failures = async || {
         let list = events.list(&ListParams::default()).await.unwrap();
-        list.items.iter().any(|event| {
-            event.reason.as_deref() == Some("ReconcileFailed")
-                && event.type_.as_deref() == Some("Warning")
-                && event.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("flaky")
-                && event
-                    .note
-                    .as_deref()
-                    .is_some_and(|n| n.contains("failing on purpose"))
-        })
+        let failed: Vec<Event> = list
+            .items
+            .into_iter()
+            .filter(|event| event.reason.as_deref() == Some("ReconcileFailed"))
+            .collect();
+        failed
     };
+    let counted = async || {
+        let failed = failures().await;
+        failed.len() == 1 && failed[0].series.as_ref().is_some_and(|s| s.count == 3)
+    };
+    let found = eventually(Duration::from_secs(10), counted).await;
+    let failed = failures().await;
     assert!(
-        eventually(Duration::from_secs(10), failed).await,
-        "no ReconcileFailed event on the object"
+        found,
+        "not one ReconcileFailed event counted 3 times: {failed:#?}"
     );
+    let event = &failed[0];
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    assert_eq!(
+        event.regarding.as_ref().and_then(|r| r.name.as_deref()),
+        Some("flaky")
+    );
+    let note = event.note.as_deref().unwrap_or_default();
+    assert!(note.contains("failing on purpose"), "{note}");
     manager.shutdown();
     tokio::time::timeout(Duration::from_secs(10), running)
         .await

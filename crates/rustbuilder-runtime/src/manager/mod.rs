@@ -331,6 +331,7 @@ impl Manager {
         K: Resource<DynamicType = ()>
             + Clone
             + fmt::Debug
+            + serde::Serialize
             + DeserializeOwned
             + Send
             + Sync
