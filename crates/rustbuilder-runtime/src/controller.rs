@@ -23,6 +23,7 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::hash::Hash;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -159,7 +160,8 @@ where
         for customize in customizations {
             controller = customize(controller);
         }
-        report_synced(&manager, controller.store());
+        let synced = Arc::new(AtomicBool::new(false));
+        report_synced(&manager, controller.store(), synced.clone());
 
         let backoff = Arc::new(ErrorBackoff::default());
         let reset = backoff.clone();
@@ -195,7 +197,7 @@ where
                 "reconcile failed");
             Action::requeue(delay)
         };
-        controller
+        let running = controller
             .run(metrics.instrument(checked), error_policy, ctx)
             .for_each(|result| {
                 match result {
@@ -213,9 +215,25 @@ where
                     Err(error) => warn!(controller = %name, %error, "controller error"),
                 }
                 futures::future::ready(())
-            })
-            .await;
-        info!(controller = %name, "controller stopped");
+            });
+        // kube's controller starts no reconcile before its cache holds the first list, and when
+        // stopped it waits for that list, which may never come (the kind cannot be listed, say). So a
+        // controller stopped before its cache synced stops at once: nothing can be in flight.
+        let shutdown = manager.shutdown_signal();
+        let stopped_unsynced = async move {
+            shutdown.await;
+            // A cache that synced an instant ago is seen here within a polling round.
+            tokio::time::sleep(2 * SYNC_POLL).await;
+            if synced.load(Ordering::SeqCst) {
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            () = running => info!(controller = %name, "controller stopped"),
+            () = stopped_unsynced => {
+                info!(controller = %name, "controller stopped before its cache synced")
+            }
+        }
     }
 }
 
@@ -237,8 +255,8 @@ where
     }
 }
 
-/// Tells the manager once `store` (the controller's cache) holds the first full list.
-fn report_synced<K>(manager: &Manager, store: Store<K>)
+/// Tells the manager, and `synced`, once `store` (the controller's cache) holds the first full list.
+fn report_synced<K>(manager: &Manager, store: Store<K>, synced: Arc<AtomicBool>)
 where
     K: Resource + Clone + Send + Sync + 'static,
     K::DynamicType: Eq + Hash + Clone + Send + Sync,
@@ -250,7 +268,10 @@ where
         loop {
             let round = tokio::time::timeout(SYNC_POLL, store.wait_until_ready()).await;
             match round {
-                Ok(Ok(())) => break manager.controller_synced(),
+                Ok(Ok(())) => {
+                    synced.store(true, Ordering::SeqCst);
+                    break manager.controller_synced();
+                }
                 // The controller stopped before its cache filled: it never counts as synced.
                 Ok(Err(_)) => break,
                 Err(_) => {}

@@ -447,3 +447,38 @@ async fn a_namespaced_manager_needs_only_a_role_in_its_namespace() {
     manager.shutdown();
     running.await.unwrap();
 }
+
+/// A manager asked to stop before its caches have listed (here: it may not list anything) stops at
+/// once: no reconcile can have started yet, so there is nothing to wait for.
+#[tokio::test]
+async fn a_manager_stopped_before_its_caches_sync_stops_at_once() {
+    let env = TestEnv::builder().crd(Widget::crd()).start().await;
+    let client = env.service_account_client("default", "nobody").await;
+    let manager = Manager::new(MANAGER, client.clone());
+    let configmaps = manager.owned::<ConfigMap>();
+    let ctx = Arc::new(Context {
+        client,
+        events: manager.events(),
+        configmaps: configmaps.clone(),
+        attempts: Mutex::default(),
+        writes: AtomicUsize::new(0),
+        reconciles: AtomicUsize::new(0),
+    });
+    let controllers = manager.controllers();
+    controllers.add(
+        manager
+            .controller(manager.api::<Widget>(), "widget")
+            .owns(configmaps)
+            .run(reconcile, ctx),
+    );
+    let running = tokio::spawn(async move { controllers.run().await.unwrap() });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(manager.ready().is_err(), "ready without any list allowed");
+
+    manager.shutdown();
+    let stopped = tokio::time::timeout(Duration::from_secs(5), running).await;
+    assert!(
+        stopped.is_ok(),
+        "still running 5 s after shutdown was asked for"
+    );
+}
