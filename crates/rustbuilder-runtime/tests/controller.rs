@@ -67,6 +67,20 @@ struct Context {
     reconciles: AtomicUsize,
 }
 
+impl Context {
+    /// A fresh context for a controller of `manager` that reads `configmaps`.
+    fn new(manager: &Manager, client: kube::Client, configmaps: &Owned<ConfigMap>) -> Arc<Self> {
+        Arc::new(Context {
+            client,
+            events: manager.events(),
+            configmaps: configmaps.clone(),
+            attempts: Mutex::default(),
+            writes: AtomicUsize::new(0),
+            reconciles: AtomicUsize::new(0),
+        })
+    }
+}
+
 async fn reconcile(widget: Arc<Widget>, ctx: Arc<Context>) -> Result<Action, Error> {
     ctx.reconciles.fetch_add(1, Ordering::SeqCst);
     let attempt = {
@@ -123,14 +137,7 @@ async fn reconcile(widget: Arc<Widget>, ctx: Arc<Context>) -> Result<Action, Err
 async fn start(env: &TestEnv) -> (Manager, Arc<Context>, tokio::task::JoinHandle<()>) {
     let manager = Manager::new(MANAGER, env.client());
     let configmaps = manager.owned::<ConfigMap>();
-    let ctx = Arc::new(Context {
-        client: env.client(),
-        events: manager.events(),
-        configmaps: configmaps.clone(),
-        attempts: Mutex::default(),
-        writes: AtomicUsize::new(0),
-        reconciles: AtomicUsize::new(0),
-    });
+    let ctx = Context::new(&manager, env.client(), &configmaps);
     let controller = manager
         .controller(Api::<Widget>::all(env.client()), "widget")
         .owns(configmaps)
@@ -391,14 +398,7 @@ async fn a_namespaced_manager_needs_only_a_role_in_its_namespace() {
     let manager = Manager::in_namespace(MANAGER, client.clone(), "team-a");
     assert_eq!(manager.watch_namespace(), Some("team-a"));
     let configmaps = manager.owned::<ConfigMap>();
-    let ctx = Arc::new(Context {
-        client: client.clone(),
-        events: manager.events(),
-        configmaps: configmaps.clone(),
-        attempts: Mutex::default(),
-        writes: AtomicUsize::new(0),
-        reconciles: AtomicUsize::new(0),
-    });
+    let ctx = Context::new(&manager, client.clone(), &configmaps);
     let controllers = manager.controllers();
     controllers.add(
         manager
@@ -456,14 +456,7 @@ async fn a_manager_stopped_before_its_caches_sync_stops_at_once() {
     let client = env.service_account_client("default", "nobody").await;
     let manager = Manager::new(MANAGER, client.clone());
     let configmaps = manager.owned::<ConfigMap>();
-    let ctx = Arc::new(Context {
-        client,
-        events: manager.events(),
-        configmaps: configmaps.clone(),
-        attempts: Mutex::default(),
-        writes: AtomicUsize::new(0),
-        reconciles: AtomicUsize::new(0),
-    });
+    let ctx = Context::new(&manager, client, &configmaps);
     let controllers = manager.controllers();
     controllers.add(
         manager
