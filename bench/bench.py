@@ -649,7 +649,17 @@ class State:
         self.ready = {}
         self.written = {}  # Deployment name -> when its spec.replicas was first seen at the target size
         self.target = 1
+        # Deployments with `target` ready replicas out of `target`, and when all N first were: the
+        # cluster's share ends there; what follows until convergence is the operator's status report.
+        self.at_target = set()
+        self.all_ready_at = None
         self.cv = threading.Condition()
+
+    def aim(self, size):
+        """A new phase: from now on `size` replicas are the goal (call with `cv` held)."""
+        self.target = size
+        self.at_target = {name for name, (ready, want) in self.ready.items() if ready == want == size}
+        self.all_ready_at = None
 
     def on_cr(self, typ, o):
         status = o.get("status") or {}
@@ -669,9 +679,14 @@ class State:
             name = o["metadata"]["name"]
             if (o.get("spec") or {}).get("replicas") == self.target and typ != "DELETED":
                 self.written.setdefault((self.target, name), time.monotonic())
-            self.ready[o["metadata"]["name"]] = (
-                (st.get("readyReplicas") or 0) if typ != "DELETED" else -1,
-                (o.get("spec") or {}).get("replicas"))
+            ready, want = (st.get("readyReplicas") or 0) if typ != "DELETED" else -1, (o.get("spec") or {}).get("replicas")
+            self.ready[name] = (ready, want)
+            if ready == want == self.target:
+                self.at_target.add(name)
+                if len(self.at_target) >= self.n and self.all_ready_at is None:
+                    self.all_ready_at = time.monotonic()
+            else:
+                self.at_target.discard(name)
             self.cv.notify_all()
 
     def converged(self, size):
@@ -785,7 +800,7 @@ def trial(operator, n, idle, profile, timeout=900):
                 if sampler:
                     sampler.reset_peak()
                 with state.cv:
-                    state.target = size
+                    state.aim(size)
                 t0 = time.monotonic()
                 action()
                 wall = state.wait(size, timeout, t0) if wait else None
@@ -802,7 +817,10 @@ def trial(operator, n, idle, profile, timeout=900):
                 seen = [v for (size_, _), v in state.written.items() if size_ == size]
                 ph = {"wall": wall, "requests": req,
                       # the operator's own part: until every Deployment exists with `size` replicas
-                      "deployments_written": (max(seen) - t0) if wait and len(seen) >= n else None, "harness_requests": {f"{v} {r}": c for (v, r), c in own.items()}}
+                      "deployments_written": (max(seen) - t0) if wait and len(seen) >= n else None,
+                      # ... and until every Deployment had all its Pods ready (the cluster's share ends)
+                      "pods_ready": (state.all_ready_at - t0) if wait and state.all_ready_at else None,
+                      "harness_requests": {f"{v} {r}": c for (v, r), c in own.items()}}
                 if sampler:
                     ph["cpu_seconds"] = sampler.cpu() - c0
                     ph["peak_rss_bytes"] = sampler.peak
@@ -1004,6 +1022,24 @@ def cmd_report():
                              f"{fmt_range(sw)} | {ratio(sw, bs)} | {dw('scale')} | {fmt_range(wc, '{:.2f}')} | {fmt_range(ws, '{:.2f}')} | "
                              f"{fmt_range(ev, '{:.2f}')} | {fmt_range(wi, '{:.0f}')} | {fmt_range(ei, '{:.0f}')} | "
                              f"{fmt_range(rss)} | {growth} | {fmt_range(cpu)} |")
+        # Where each phase's time goes: the operator's writes, then the cluster's Pods, then the report.
+        lines.append("\nWhere the time goes (medians, s): until every Deployment was written, until every Pod was "
+                     "ready, until converged (the status reported it):\n")
+        lines.append("| N | operator | create: written | Pods ready | converged | scale: written | Pods ready | "
+                     "converged |")
+        lines.append("|---|---|---|---|---|---|---|---|")
+        for n in sorted({k[1] for k in by if k[0] == cluster}):
+            for op in OPERATORS:
+                ts = by.get((cluster, n, op))
+                if not ts:
+                    continue
+                cells = []
+                for name in ("create", "scale"):
+                    for key in ("deployments_written", "pods_ready", "wall"):
+                        xs = [t["phases"][name].get(key) for t in ts if name in t["phases"]]
+                        xs = [x for x in xs if x is not None]
+                        cells.append(f"{statistics.median(xs):.1f}" if xs else "—")
+                lines.append(f"| {n} | {OPERATORS[op]} | " + " | ".join(cells) + " |")
         # requests by verb and resource, the largest N, first run of each operator
         nmax = max(k[1] for k in by if k[0] == cluster)
         lines.append(f"\nRequests by verb and resource at N={nmax} (first run; the harness's own requests "
