@@ -679,7 +679,8 @@ class State:
             name = o["metadata"]["name"]
             if (o.get("spec") or {}).get("replicas") == self.target and typ != "DELETED":
                 self.written.setdefault((self.target, name), time.monotonic())
-            ready, want = (st.get("readyReplicas") or 0) if typ != "DELETED" else -1, (o.get("spec") or {}).get("replicas")
+            ready = (st.get("readyReplicas") or 0) if typ != "DELETED" else -1
+            want = (o.get("spec") or {}).get("replicas")
             self.ready[name] = (ready, want)
             if ready == want == self.target:
                 self.at_target.add(name)
@@ -691,7 +692,8 @@ class State:
 
     def converged(self, size):
         avail = sum(1 for v in self.available.values() if v)
-        ready = sum(1 for r, want in self.ready.values() if r == size and want == size)
+        assert size == self.target, "aim() at a size before waiting for it"
+        ready = len(self.at_target)
         return avail >= self.n and ready >= self.n, avail, ready
 
     def wait(self, size, timeout, t0):
