@@ -115,9 +115,7 @@ async fn reconcile(source: Arc<ConfigMap>, ctx: Arc<Context>) -> Result<Action, 
         && !owned::controlled_by(&**current, &*source)
     {
         let note = format!("ConfigMap {name} exists and is not a copy of this one: left alone");
-        ctx.events
-            .warning(&*source, "CopyConflict", "Apply", &note)
-            .await;
+        ctx.events.warning(&*source, "CopyConflict", "Apply", &note);
         return Err(Error::Refused(note));
     }
 
@@ -141,7 +139,7 @@ async fn reconcile(source: Arc<ConfigMap>, ctx: Arc<Context>) -> Result<Action, 
     let applied = apply::apply(&api, current.as_deref(), &desired, MANAGER_NAME).await?;
     if let Applied::Changed(_) = applied {
         let note = format!("Copied the data to ConfigMap {name}");
-        ctx.events.normal(&*source, "Copied", "Apply", &note).await;
+        ctx.events.normal(&*source, "Copied", "Apply", &note);
     }
     Ok(Action::await_change())
 }

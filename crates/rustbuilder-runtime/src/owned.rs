@@ -5,6 +5,10 @@
 //! not cache every Deployment (say) of the cluster. A controller that creates such objects labels them,
 //! reads them with [`Owned::get`] (no API call once cached) and passes the `Owned` to
 //! [`Builder::owns`](crate::controller::Builder::owns), so that a change to one reconciles its owner.
+//!
+//! A second watch, of metadata only, keeps the names of the other objects of kind `K` (not labelled
+//! as ours): so [`Owned::get`] knows, without asking the API server, that a name is free, and still
+//! finds an object of that name that someone else made.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -36,7 +40,8 @@ pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 /// decoded when read: a Deployment takes about a third of the memory its Rust value would. What a
 /// change notifies the controller with is the object's metadata alone.
 ///
-/// The manager is not ready (`/readyz`) until the cache holds the first full list.
+/// Of the other objects of kind `K` only the namespace and name are kept. The manager is not ready
+/// (`/readyz`) until both watches hold their first full list.
 pub struct Owned<K> {
     inner: Arc<Inner>,
     kind: PhantomData<fn() -> K>,
@@ -50,15 +55,69 @@ struct Inner {
 
 type ObjectMeta = kube::api::ObjectMeta;
 
-/// Objects by (namespace, name), as JSON.
-type Objects = HashMap<(Option<String>, String), Box<[u8]>>;
+/// An object's namespace (`None` for a cluster-scoped kind) and name.
+type Key = (Option<String>, String);
+
+/// What one watch holds, by key.
+struct Listing<V> {
+    objects: HashMap<Key, V>,
+    /// A new full list being received (after a start or an expired watch): it replaces `objects`
+    /// when complete, so reads see the previous list until then.
+    relisting: Option<HashMap<Key, V>>,
+    /// A full list has been received at least once.
+    listed: bool,
+}
+
+impl<V> Default for Listing<V> {
+    fn default() -> Self {
+        Listing {
+            objects: HashMap::new(),
+            relisting: None,
+            listed: false,
+        }
+    }
+}
+
+impl<V> Listing<V> {
+    /// Records one watch event, with the value the object is kept as (`None`: not kept).
+    fn record<K: Resource>(
+        &mut self,
+        event: &watcher::Event<K>,
+        value: impl FnOnce() -> Option<V>,
+    ) {
+        match event {
+            watcher::Event::Init => self.relisting = Some(HashMap::new()),
+            watcher::Event::InitApply(object) => {
+                if let Some(value) = value() {
+                    let relisting = self.relisting.get_or_insert_default();
+                    relisting.insert(key_of(object), value);
+                }
+            }
+            watcher::Event::InitDone => {
+                if let Some(objects) = self.relisting.take() {
+                    self.objects = objects;
+                }
+                self.listed = true;
+            }
+            watcher::Event::Apply(object) => {
+                match value() {
+                    Some(value) => self.objects.insert(key_of(object), value),
+                    None => self.objects.remove(&key_of(object)),
+                };
+            }
+            watcher::Event::Delete(object) => {
+                self.objects.remove(&key_of(object));
+            }
+        }
+    }
+}
 
 #[derive(Default)]
 struct Cache {
-    objects: Objects,
-    /// A new full list being received (after a start or an expired watch): it replaces `objects`
-    /// when complete, so reads see the previous list until then.
-    relisting: Option<Objects>,
+    /// Ours (labelled), as JSON.
+    objects: Listing<Box<[u8]>>,
+    /// The others (not labelled as ours): their keys only.
+    others: Listing<()>,
 }
 
 impl<K> Clone for Owned<K> {
@@ -73,7 +132,7 @@ impl<K> Clone for Owned<K> {
 impl<K> Owned<K> {
     /// How many objects the cache holds. 0 until the first list arrives.
     pub fn len(&self) -> usize {
-        self.inner.cache().objects.len()
+        self.inner.cache().objects.objects.len()
     }
 
     /// Whether the cache holds no object.
@@ -101,7 +160,7 @@ fn identity<K: Resource>(object: &K) -> ObjectMeta {
     }
 }
 
-fn key_of<K: Resource>(object: &K) -> (Option<String>, String) {
+fn key_of<K: Resource>(object: &K) -> Key {
     (object.namespace(), object.name_any())
 }
 
@@ -119,18 +178,52 @@ where
 {
     /// Starts the watch in the background (until the manager shuts down). Use [`Manager::owned`].
     pub(crate) fn start(manager: &Manager) -> Self {
-        let selector = format!("{MANAGED_BY_LABEL}={}", manager.name());
-        let config = watcher::Config::default().labels(&selector);
+        let ours = format!("{MANAGED_BY_LABEL}={}", manager.name());
+        let others = format!("{MANAGED_BY_LABEL}!={}", manager.name());
         let api = manager.api::<K>();
         let inner = Arc::new(Inner {
             client: manager.client(),
             cache: RwLock::default(),
             subscribers: Mutex::default(),
         });
-        let synced = manager.expect_cache();
-        let events = watcher(api, config).default_backoff();
         let kind = K::kind(&()).to_string();
+
+        let objects = watcher(api.clone(), watcher::Config::default().labels(&ours));
         let cache = inner.clone();
+        manager.spawn_watch(&kind, objects.default_backoff(), move |event| {
+            if let Some(changed) = cache.record(event) {
+                cache.notify(changed);
+            }
+        });
+
+        // `!=` also selects the objects without the label.
+        let names = watcher(
+            manager.api::<PartialObjectMeta<K>>(),
+            watcher::Config::default().labels(&others),
+        );
+        let cache = inner.clone();
+        manager.spawn_watch(&kind, names.default_backoff(), move |event| {
+            cache.write().others.record(&event, || Some(()));
+        });
+
+        Owned {
+            inner,
+            kind: PhantomData,
+        }
+    }
+}
+
+impl Manager {
+    /// Runs a watch in the background until shutdown, handing each event to `record`, and marks the
+    /// manager's cache synced at the first full list. Errors are logged; the watch retries them.
+    fn spawn_watch<T: Send + 'static>(
+        &self,
+        kind: &str,
+        events: impl Stream<Item = Result<watcher::Event<T>, watcher::Error>> + Send + 'static,
+        mut record: impl FnMut(watcher::Event<T>) + Send + 'static,
+    ) {
+        let synced = self.expect_cache();
+        let kind = kind.to_string();
         let watching = async move {
             let mut synced = Some(synced);
             let mut events = std::pin::pin!(events);
@@ -142,27 +235,20 @@ where
                         continue;
                     }
                 };
-                if matches!(event, watcher::Event::InitDone)
-                    && let Some(synced) = synced.take()
-                {
+                let listed = matches!(event, watcher::Event::InitDone);
+                record(event);
+                if listed && let Some(synced) = synced.take() {
                     synced.done();
-                }
-                if let Some(changed) = cache.apply(event) {
-                    cache.notify(changed);
                 }
             }
         };
-        let stop = manager.shutdown_signal();
+        let stop = self.shutdown_signal();
         tokio::spawn(async move {
             tokio::select! {
                 () = watching => {}
                 () = stop => {}
             }
         });
-        Owned {
-            inner,
-            kind: PhantomData,
-        }
     }
 }
 
@@ -171,46 +257,30 @@ impl Inner {
         self.cache.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Records one watch event in the cache; returns who the object it touched is and who owns it.
-    fn apply<K: Resource + Serialize>(&self, event: watcher::Event<K>) -> Option<ObjectMeta> {
-        let mut cache = self.cache.write().unwrap_or_else(|e| e.into_inner());
-        let encode = |object: &mut K| {
-            object.managed_fields_mut().clear();
-            // Serializing a typed Kubernetes object cannot fail; should it, the object is not cached
-            // and the next read asks the API server.
-            serde_json::to_vec(&*object).ok().map(Vec::into_boxed_slice)
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Cache> {
+        self.cache.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records one event of the watch of our objects; returns who the object it touched is and who
+    /// owns it.
+    fn record<K: Resource + Serialize>(&self, mut event: watcher::Event<K>) -> Option<ObjectMeta> {
+        let changed = match &mut event {
+            watcher::Event::InitApply(object) | watcher::Event::Apply(object) => {
+                object.managed_fields_mut().clear();
+                Some(identity(&*object))
+            }
+            watcher::Event::Delete(object) => Some(identity(&*object)),
+            watcher::Event::Init | watcher::Event::InitDone => None,
         };
-        match event {
-            watcher::Event::Init => {
-                cache.relisting = Some(Objects::new());
-                None
-            }
-            watcher::Event::InitApply(mut object) => {
-                let json = encode(&mut object);
-                let relisting = cache.relisting.get_or_insert_default();
-                if let Some(json) = json {
-                    relisting.insert(key_of(&object), json);
-                }
-                Some(identity(&object))
-            }
-            watcher::Event::InitDone => {
-                if let Some(objects) = cache.relisting.take() {
-                    cache.objects = objects;
-                }
-                None
-            }
-            watcher::Event::Apply(mut object) => {
-                match encode(&mut object) {
-                    Some(json) => cache.objects.insert(key_of(&object), json),
-                    None => cache.objects.remove(&key_of(&object)),
-                };
-                Some(identity(&object))
-            }
-            watcher::Event::Delete(object) => {
-                cache.objects.remove(&key_of(&object));
-                Some(identity(&object))
-            }
-        }
+        // Serializing a typed Kubernetes object cannot fail; should it, the object is not cached
+        // and the next read asks the API server.
+        let encode = |object: &K| serde_json::to_vec(object).ok().map(Vec::into_boxed_slice);
+        let json = match &event {
+            watcher::Event::InitApply(object) | watcher::Event::Apply(object) => encode(object),
+            _ => None,
+        };
+        self.write().objects.record(&event, || json);
+        changed
     }
 
     fn notify(&self, changed: ObjectMeta) {
@@ -241,7 +311,7 @@ where
     pub fn cached(&self, namespace: Option<&str>, name: &str) -> Option<K> {
         let key = (namespace.map(str::to_string), name.to_string());
         let cache = self.inner.cache();
-        let json = cache.objects.get(&key)?;
+        let json = cache.objects.objects.get(&key)?;
         match serde_json::from_slice(json) {
             Ok(object) => Some(object),
             Err(error) => {
@@ -262,14 +332,30 @@ where
         + Sync
         + 'static,
 {
-    /// The object `namespace/name`: from the cache, else (not created yet, created an instant ago, not
-    /// labelled, or the cache is still filling) by a GET. `None` if it does not exist.
+    /// The object `namespace/name`: from the cache; by a GET when someone else's object (not
+    /// labelled as ours) has that name or a watch has not listed yet; else `None`, without an API
+    /// call. Like any cache it can be an instant behind: an object created a moment ago reads as
+    /// absent until its watch event arrives (applying one of ours again is harmless).
     pub async fn get(&self, namespace: &str, name: &str) -> Result<Option<Arc<K>>, kube::Error> {
         if let Some(cached) = self.cached(Some(namespace), name) {
             return Ok(Some(Arc::new(cached)));
         }
+        if self.known_absent(namespace, name) {
+            return Ok(None);
+        }
         let api = Api::<K>::namespaced(self.inner.client.clone(), namespace);
         Ok(api.get_opt(name).await?.map(Arc::new))
+    }
+
+    /// Whether both watches have listed and neither holds `namespace/name`.
+    fn known_absent(&self, namespace: &str, name: &str) -> bool {
+        let key = (Some(namespace.to_string()), name.to_string());
+        let cache = self.inner.cache();
+        let (ours, others) = (&cache.objects, &cache.others);
+        ours.listed
+            && others.listed
+            && !ours.objects.contains_key(&key)
+            && !others.objects.contains_key(&key)
     }
 }
 
@@ -329,6 +415,50 @@ mod tests {
             },
             ..Default::default()
         }
+    }
+
+    fn named(name: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ns".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    fn names(listing: &Listing<()>) -> Vec<&str> {
+        let mut names: Vec<&str> = listing.objects.keys().map(|(_, n)| n.as_str()).collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_listing_swaps_in_a_new_list_only_when_complete() {
+        let mut listing = Listing::<()>::default();
+        let keep = || Some(());
+        listing.record(&watcher::Event::<ConfigMap>::Init, keep);
+        listing.record(&watcher::Event::InitApply(named("a")), keep);
+        assert!(
+            !listing.listed && listing.objects.is_empty(),
+            "listed too early"
+        );
+        listing.record(&watcher::Event::<ConfigMap>::InitDone, keep);
+        assert!(listing.listed);
+        listing.record(&watcher::Event::Apply(named("b")), keep);
+        assert_eq!(names(&listing), ["a", "b"]);
+
+        // A relist (the watch expired) that no longer has `a`: reads see the old list until it ends.
+        listing.record(&watcher::Event::<ConfigMap>::Init, keep);
+        listing.record(&watcher::Event::InitApply(named("b")), keep);
+        assert_eq!(names(&listing), ["a", "b"]);
+        listing.record(&watcher::Event::<ConfigMap>::InitDone, keep);
+        assert_eq!(names(&listing), ["b"]);
+
+        listing.record(&watcher::Event::Delete(named("b")), keep);
+        listing.record(&watcher::Event::Apply(named("c")), || None);
+        assert!(listing.objects.is_empty(), "{:?}", names(&listing));
     }
 
     #[test]

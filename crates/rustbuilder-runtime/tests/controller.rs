@@ -23,7 +23,7 @@ use rustbuilder_runtime::owned::{self, MANAGED_BY_LABEL, Owned};
 use rustbuilder_runtime::{Manager, conditions};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use support::eventually;
+use support::{eventually, requests};
 
 const MANAGER: &str = "widget-manager";
 
@@ -116,7 +116,7 @@ async fn reconcile(widget: Arc<Widget>, ctx: Arc<Context>) -> Result<Action, Err
     if let Applied::Changed(_) = applied {
         ctx.writes.fetch_add(1, Ordering::SeqCst);
         let note = "é".repeat(2000); // over the API's limit: cut to fit
-        ctx.events.normal(&*widget, "Created", "Apply", &note).await;
+        ctx.events.normal(&*widget, "Created", "Apply", &note);
     }
     let mut status = widget.status.clone().unwrap_or_default();
     let ready = conditions::new(
@@ -200,6 +200,25 @@ async fn applies_only_changes_and_follows_owned_objects() {
         ctx.configmaps.len() == 1 && copy.is_some_and(|c| c.data.unwrap()["size"] == "3")
     };
     assert!(eventually(Duration::from_secs(10), cached).await);
+
+    // A name neither watch knows is free without asking the API server; a ConfigMap someone else
+    // made is found (by a GET), so a controller does not take it over.
+    let gets_before = requests(&client, "GET", "configmaps").await;
+    for _ in 0..5 {
+        let free = ctx
+            .configmaps
+            .get("default", "nobody-has-this")
+            .await
+            .unwrap();
+        assert!(free.is_none());
+    }
+    let theirs = ctx.configmaps.get("default", "unrelated").await.unwrap();
+    assert_eq!(theirs.map(|c| c.name_any()).as_deref(), Some("unrelated"));
+    assert_eq!(
+        requests(&client, "GET", "configmaps").await - gets_before,
+        1,
+        "one GET, for the ConfigMap someone else made"
+    );
 
     // The event, with its note cut to the API's 1024 bytes.
     let events: Api<Event> = Api::namespaced(client.clone(), "default");

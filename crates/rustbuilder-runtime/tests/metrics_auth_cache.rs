@@ -10,32 +10,15 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::authorization::v1::SubjectAccessReview;
 use kube::api::{Api, PostParams};
 use rustbuilder_envtest::TestEnv;
-use support::{ManagerProcess, Scheme, binding, eventually, free_address, get};
+use support::{ManagerProcess, Scheme, binding, eventually, free_address, get, requests};
 
 const SCRAPES: usize = 100;
-
-/// POSTs (creates) of `resource` the API server has counted (`apiserver_request_total`).
-async fn created(client: &kube::Client, resource: &str) -> u64 {
-    let request = kube::core::Request::new("")
-        .get("metrics", &Default::default())
-        .unwrap();
-    let text = client.request_text(request).await.unwrap();
-    text.lines()
-        .filter_map(|line| line.strip_prefix("apiserver_request_total{"))
-        .filter_map(|line| line.split_once("} "))
-        .filter(|(labels, _)| {
-            labels.contains(r#"verb="POST""#)
-                && labels.contains(&format!(r#"resource="{resource}""#))
-        })
-        .map(|(_, value)| value.trim().parse::<f64>().unwrap_or(0.0) as u64)
-        .sum()
-}
 
 /// TokenReviews and SubjectAccessReviews created so far.
 async fn reviews(client: &kube::Client) -> (u64, u64) {
     (
-        created(client, "tokenreviews").await,
-        created(client, "subjectaccessreviews").await,
+        requests(client, "POST", "tokenreviews").await,
+        requests(client, "POST", "subjectaccessreviews").await,
     )
 }
 

@@ -569,3 +569,26 @@ rules:
 - nonResourceURLs: ["/metrics"]
   verbs: ["get"]
 "#;
+
+/// Requests with `verb` on `resource` the API server has answered so far, from its own
+/// `apiserver_request_total`.
+pub async fn requests(client: &kube::Client, verb: &str, resource: &str) -> u64 {
+    let request = kube::core::Request::new("")
+        .get("metrics", &Default::default())
+        .unwrap();
+    let text = client.request_text(request).await.unwrap();
+    text.lines()
+        .filter_map(|line| line.strip_prefix("apiserver_request_total{"))
+        .filter_map(|line| line.split_once("} "))
+        .filter(|(labels, _)| {
+            labels.contains(&format!(r#"verb="{verb}""#))
+                && labels.contains(&format!(r#"resource="{resource}""#))
+        })
+        .map(|(_, value)| {
+            let value = value.trim();
+            value
+                .parse::<f64>()
+                .unwrap_or_else(|_| panic!("a counter of {value}")) as u64
+        })
+        .sum()
+}

@@ -27,7 +27,7 @@ use crate::controller::MANAGER_NAME;
 use crate::{Error, Result};
 
 // RBAC: exactly the calls made below. `/finalizers`: our Deployments block their owner's deletion,
-// which OwnerReferencesPermissionEnforcement checks; deployments `get`: one the cache has not seen.
+// which OwnerReferencesPermissionEnforcement checks; deployments `get`: one someone else made.
 // +rustbuilder:rbac:groups=cache.example.com,resources=memcacheds,verbs=list;watch
 // +rustbuilder:rbac:groups=cache.example.com,resources=memcacheds/status,verbs=patch
 // +rustbuilder:rbac:groups=cache.example.com,resources=memcacheds/finalizers,verbs=update
@@ -93,8 +93,8 @@ pub async fn reconcile(object: Arc<Memcached>, ctx: Arc<Context>) -> Result<Acti
     let objects = Api::<Memcached>::namespaced(ctx.client.clone(), &namespace);
     let deployments = Api::<Deployment>::namespaced(ctx.client.clone(), &namespace);
 
-    // The Deployment as it is: from the cache, or from the API server when the cache has not seen
-    // it (just created, or made by someone else without our label).
+    // The Deployment as it is, from the cache. The API server is asked only when a Deployment
+    // without our label has this name (someone else's?), or before the caches have listed.
     let current = ctx.deployments.get(&namespace, &name).await?;
     if let Some(current) = &current
         && !owned::controlled_by(current.as_ref(), object)
@@ -102,8 +102,7 @@ pub async fn reconcile(object: Arc<Memcached>, ctx: Arc<Context>) -> Result<Acti
         // Never adopt a Deployment someone else made: say so, and wait for them to move it.
         let message = format!("Deployment {name} exists and is not controlled by this Memcached");
         ctx.events
-            .warning(object, "DeploymentNotOwned", "Reconcile", &message)
-            .await;
+            .warning(object, "DeploymentNotOwned", "Reconcile", &message);
         let mut status = object.status.clone().unwrap_or_default();
         status.conditions = own_conditions(object);
         let degraded = conditions::new(DEGRADED, true, "DeploymentNotOwned", &message, generation);
@@ -134,7 +133,7 @@ pub async fn reconcile(object: Arc<Memcached>, ctx: Arc<Context>) -> Result<Acti
             ),
             Some(_) => return Ok(Action::await_change()),
         };
-        ctx.events.normal(object, reason, "Apply", &note).await;
+        ctx.events.normal(object, reason, "Apply", &note);
         return Ok(Action::await_change());
     };
 
