@@ -572,6 +572,40 @@ class Sampler:
         self.peak = self.rss()[0]
 
 
+def descendants(pid):
+    """The PIDs of pid's children, their children, and so on."""
+    children = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
+
+
+def cluster_cpu(pid):
+    """CPU seconds (utime + stime) used so far by each program of the cluster started as pid, by name
+    (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok: what the operator's requests
+    cost the cluster shows here)."""
+    tck, total = os.sysconf("SC_CLK_TCK"), {}
+    for child in descendants(pid):
+        try:
+            stat = Path(f"/proc/{child}/stat").read_text()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat.rsplit(")", 1)[1].split()
+        total[name] = total.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tck
+    return total
+
+
 def start_operator(name, cluster: Cluster, tmp: Path):
     env = dict(os.environ, KUBECONFIG=str(cluster.kubeconfig), RUST_LOG="info",
                MEMCACHED_IMAGE=IMAGE)  # as config/manager/manager.yaml sets it
@@ -800,6 +834,7 @@ def trial(operator, n, idle, profile, timeout=900):
                 m0 = kube.metrics()
                 own0 = dict(kube.requests)
                 c0 = sampler.cpu() if sampler else 0
+                k0 = cluster_cpu(cluster.proc.pid)
                 if sampler:
                     sampler.reset_peak()
                 with state.cv:
@@ -810,6 +845,7 @@ def trial(operator, n, idle, profile, timeout=900):
                 if not wait:
                     time.sleep(idle)
                 m1 = kube.metrics()
+                k1 = cluster_cpu(cluster.proc.pid)
                 own = diff(kube.requests, own0)
                 req = diff(m1, m0)
                 # the harness's own requests (creates, size patches, its watches) are not the operator's
@@ -823,7 +859,8 @@ def trial(operator, n, idle, profile, timeout=900):
                       "deployments_written": (max(seen) - t0) if wait and len(seen) >= n else None,
                       # ... and until every Deployment had all its Pods ready (the cluster's share ends)
                       "pods_ready": (state.all_ready_at - t0) if wait and state.all_ready_at else None,
-                      "harness_requests": {f"{v} {r}": c for (v, r), c in own.items()}}
+                      "harness_requests": {f"{v} {r}": c for (v, r), c in own.items()},
+                      "cluster_cpu_seconds": {k: round(v - k0.get(k, 0.0), 2) for k, v in sorted(k1.items())}}
                 if sampler:
                     ph["cpu_seconds"] = sampler.cpu() - c0
                     ph["peak_rss_bytes"] = sampler.peak
@@ -1042,6 +1079,28 @@ def cmd_report():
                         xs = [t["phases"][name].get(key) for t in ts if name in t["phases"]]
                         xs = [x for x in xs if x is not None]
                         cells.append(f"{statistics.median(xs):.1f}" if xs else "—")
+                lines.append(f"| {n} | {OPERATORS[op]} | " + " | ".join(cells) + " |")
+        # What each phase cost the cluster's programs in CPU (trials that recorded it).
+        programs = ("kube-apiserver", "etcd", "kube-controller", "kube-scheduler", "kwok")
+        costed = [(n, op) for n in sorted({k[1] for k in by if k[0] == cluster}) for op in OPERATORS
+                  if any("cluster_cpu_seconds" in p for t in by.get((cluster, n, op), [])
+                         for p in t["phases"].values())]
+        if costed:
+            lines.append("\nCPU seconds per phase (medians): the cluster's programs, then the operator's own; "
+                         "the plain client's row is what the same work costs the cluster without an operator:\n")
+            head = " | ".join(f"{ph}: {prog.replace('kube-controller', 'controller-manager')}"
+                              for ph in ("create", "scale") for prog in programs + ("operator",))
+            lines.append(f"| N | operator | {head} |")
+            lines.append("|---|---|" + "---|" * (2 * (len(programs) + 1)))
+            for n, op in costed:
+                cells = []
+                for ph in ("create", "scale"):
+                    phases = [t["phases"][ph] for t in by[(cluster, n, op)] if ph in t["phases"]]
+                    for prog in programs:
+                        xs = [p["cluster_cpu_seconds"].get(prog, 0.0) for p in phases if "cluster_cpu_seconds" in p]
+                        cells.append(f"{statistics.median(xs):.1f}" if xs else "—")
+                    xs = [p["cpu_seconds"] for p in phases if p.get("cpu_seconds") is not None]
+                    cells.append(f"{statistics.median(xs):.1f}" if xs else "—")
                 lines.append(f"| {n} | {OPERATORS[op]} | " + " | ".join(cells) + " |")
         # requests by verb and resource, the largest N, first run of each operator
         nmax = max(k[1] for k in by if k[0] == cluster)
