@@ -181,7 +181,6 @@ where
     pub(crate) fn start(manager: &Manager) -> Self {
         let ours = format!("{MANAGED_BY_LABEL}={}", manager.name());
         let others = format!("{MANAGED_BY_LABEL}!={}", manager.name());
-        let api = manager.api::<K>();
         let inner = Arc::new(Inner {
             client: manager.client(),
             cache: RwLock::default(),
@@ -189,7 +188,7 @@ where
         });
         let kind = K::kind(&()).to_string();
 
-        let objects = watcher(api.clone(), watcher::Config::default().labels(&ours));
+        let objects = watcher(manager.api::<K>(), watcher::Config::default().labels(&ours));
         let cache = inner.clone();
         manager.spawn_watch(&kind, objects.default_backoff(), move |event| {
             if let Some(changed) = cache.record(event) {
