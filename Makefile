@@ -11,6 +11,12 @@ CACHE_DIR ?= $(HOME)/.cache/rustbuilder
 export CARGO_TARGET_DIR ?= $(CACHE_DIR)/target
 # The generated projects share one target dir of their own (they have the same dependencies).
 PROJECTS_TARGET_DIR ?= $(CACHE_DIR)/target-projects
+# Debug builds keep line tables only: backtraces still name file and line, and a generated project's test
+# binary is a fraction of the ~350 MB full debug info makes it (less to link, less disk).
+export CARGO_PROFILE_DEV_DEBUG ?= line-tables-only
+# Every change to the runtime leaves a new set of test binaries in the shared target dirs: past this size a
+# debug dir is emptied before the tests (the build refills it) instead of filling the disk.
+CACHE_LIMIT_MB ?= 25000
 
 RUSTBUILDER := $(CARGO_TARGET_DIR)/debug/rustbuilder
 ENVTEST_K8S_VERSION ?= 1.36.3
@@ -43,7 +49,15 @@ lint: ## Check formatting, clippy and rustdoc for the CLI and the runtime crates
 	K8S_OPENAPI_ENABLED_VERSION=1.36 RUSTDOCFLAGS="-D warnings" cargo doc --locked --workspace --no-deps
 
 .PHONY: test
-test: build lint test-cli test-runtime verify-testdata test-testdata test-helm test-docs test-drills ## Run every test: CLI, runtime crates, golden projects, their own tests on a real control plane, the Helm chart, fault drills.
+test: prune-cache build lint test-cli test-runtime verify-testdata test-testdata test-helm test-docs test-drills ## Run every test: CLI, runtime crates, golden projects, their own tests on a real control plane, the Helm chart, fault drills.
+
+.PHONY: prune-cache
+prune-cache: ## Empty a shared debug target dir that has grown past CACHE_LIMIT_MB.
+	@for dir in $(CARGO_TARGET_DIR)/debug $(PROJECTS_TARGET_DIR)/debug; do \
+	  if [ -d $$dir ] && [ $$(du -sm $$dir | cut -f1) -gt $(CACHE_LIMIT_MB) ]; then \
+	    echo "prune-cache: $$dir is over $(CACHE_LIMIT_MB) MB; emptying it"; rm -rf $$dir; \
+	  fi; \
+	done
 
 .PHONY: test-cli
 test-cli: ## Unit and integration tests of the CLI.
