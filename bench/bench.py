@@ -7,6 +7,7 @@ Usage (from the repository root; `make bench` runs `prepare`, `build-times`, `ru
     python3 bench/bench.py build-times    # scaffolding and build figures (section "Scaffolding")
     python3 bench/bench.py run            # the cluster workloads (BENCH_SIZES, BENCH_RUNS, BENCH_IDLE)
     python3 bench/bench.py report         # tables (Markdown) and the chart from the results
+    python3 bench/bench.py write-costs    # kube-apiserver's CPU per request, by kind of write (dry runs)
 
 Only the Python 3.11 standard library is needed, plus matplotlib for the chart (`report` says how to get it).
 Results go to bench/results/*.json; the Go project is generated in a temporary directory and never
@@ -1188,10 +1189,193 @@ def chart(by):
     log("wrote", out)
 
 
+# ---------------------------------------------------------------------------------------------
+# What one write costs the API server
+# ---------------------------------------------------------------------------------------------
+
+def memcached_status(size, generation):
+    """The status the Rust operator applies once a rollout to `size` replicas is complete."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+    def condition(type_, status, reason, message):
+        return {"type": type_, "status": status, "reason": reason, "message": message,
+                "lastTransitionTime": now, "observedGeneration": generation}
+
+    return {"conditions": [condition("Available", "True", "PodsAvailable", "At least one Pod serves"),
+                           condition("Progressing", "False", "RolledOut", "Pods run the latest template"),
+                           condition("Degraded", "False", "AsExpected", "")],
+            "observedGeneration": generation, "replicas": size, "readyReplicas": size,
+            "selector": "app.kubernetes.io/name=memcached-operator"}
+
+
+def cmd_write_costs():
+    """What each kind of request of the scale phase costs the cluster in CPU. Dry runs (`dryRun=All`)
+    are decoded, defaulted, validated, admitted and get their managed fields computed, but are not
+    stored: they start no watch event and no controller, so they compare the ways of making one write.
+    Stored writes (each changes the object) add etcd, the watch events and what the cluster's
+    controllers do about them (no operator runs). BENCH_WRITE_ROUNDS rounds (5) of BENCH_WRITES (1000)
+    requests of each kind in turn over 16 connections, spread over 200 objects; each program's idle CPU
+    over the same time is subtracted; the median round is reported. BENCH_WITHOUT_CRD_RULES=1 removes
+    the CRD's CEL rules (`x-kubernetes-validations`) first, to show what they cost."""
+    total = int(os.environ.get("BENCH_WRITES", "1000"))
+    rounds = int(os.environ.get("BENCH_WRITE_ROUNDS", "5"))
+    objects = 200
+    manager = "memcached-operator"
+    deployments = f"/apis/apps/v1/namespaces/{NS}/deployments"
+    apply = {"ctype": "application/apply-patch+yaml"}
+    merge = {"ctype": "application/merge-patch+json"}
+    with tempfile.TemporaryDirectory(prefix="bench-writes-") as tmp:
+        cluster = Cluster(Path(tmp), extra_pods=0, profile="unlimited")
+        kube = cluster.kube
+        try:
+            # The objects as the scale phase finds them: CRs with a status, Deployments applied by the
+            # operator's field manager (0 replicas: no Pods, so the cluster stays quiet).
+            def setup(i):
+                name = f"memcached-{i:04d}"
+                cr = kube.json("POST", cr_path(), {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND,
+                                                   "metadata": {"name": name}, "spec": {"size": 1}})
+                kube.json("PATCH", f"{cr_path(name)}/status?fieldManager={manager}&force=true",
+                          {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "metadata": {"name": name},
+                           "status": memcached_status(1, 1)}, **apply)
+                deployment = deployment_for(cr)
+                deployment["spec"]["replicas"] = 0
+                kube.json("PATCH", f"{deployments}/{name}?fieldManager={manager}&force=true", deployment, **apply)
+                return cr
+
+            if os.environ.get("BENCH_WITHOUT_CRD_RULES"):
+                crd = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{PLURAL}.{GROUP}"
+                rules = "/spec/versions/0/schema/openAPIV3Schema/x-kubernetes-validations"
+                kube.json("PATCH", crd, [{"op": "remove", "path": rules}], ctype="application/json-patch+json")
+                time.sleep(3)  # the API server has rebuilt its handler of the CRD
+            crs = parallel(setup, range(objects))
+            names = [cr["metadata"]["name"] for cr in crs]
+
+            def scaled(cr):
+                d = deployment_for(cr)
+                d["spec"]["replicas"] = 2
+                return d
+
+            def status(name, value):
+                return {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "metadata": {"name": name},
+                        "status": memcached_status(value, value)}
+
+            def new_deployment(i):
+                d = scaled(crs[i])
+                d["metadata"]["name"] = f"new-{names[i]}"
+                return d
+
+            def event(i):
+                """What the Rust operator publishes when it creates a Deployment (events.k8s.io/v1)."""
+                return {"apiVersion": "events.k8s.io/v1", "kind": "Event",
+                        "metadata": {"name": f"{names[i]}.bench", "namespace": NS},
+                        "eventTime": time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime()),
+                        "reportingController": manager, "reportingInstance": f"{manager}-bench",
+                        "action": "Create", "reason": "DeploymentCreated", "type": "Normal",
+                        "note": f"Created Deployment {names[i]} with 1 replica",
+                        "regarding": {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "namespace": NS,
+                                      "name": names[i], "uid": crs[i]["metadata"]["uid"]}}
+
+            # (what, stored?, send(object index, value)); stored writes alternate the value 2, 1, 2, ...
+            dry = "dryRun=All"
+            events = f"/apis/events.k8s.io/v1/namespaces/{NS}/events"
+            kinds = [
+                ("GET of a Deployment (a read, for scale)", False, lambda i, v: kube.json(
+                    "GET", f"{deployments}/{names[i]}")),
+                ("create: POST of a Deployment", False, lambda i, v: kube.json(
+                    "POST", f"{deployments}?{dry}&fieldManager={manager}", new_deployment(i))),
+                ("create: server-side apply of a new Deployment", False, lambda i, v: kube.json(
+                    "PATCH", f"{deployments}/new-{names[i]}?{dry}&fieldManager={manager}&force=true",
+                    new_deployment(i), **apply)),
+                ("create: POST of an Event (events.k8s.io)", False, lambda i, v: kube.json(
+                    "POST", f"{events}?{dry}", event(i))),
+                ("scale: server-side apply of the whole Deployment", False, lambda i, v: kube.json(
+                    "PATCH", f"{deployments}/{names[i]}?{dry}&fieldManager={manager}&force=true",
+                    scaled(crs[i]), **apply)),
+                ("scale: update (PUT) of the whole Deployment, as read", False, lambda i, v: kube.json(
+                    "PUT", f"{deployments}/{names[i]}?{dry}&fieldManager={manager}", updated[i])),
+                ("scale: merge patch of the Deployment's spec.replicas", False, lambda i, v: kube.json(
+                    "PATCH", f"{deployments}/{names[i]}?{dry}&fieldManager={manager}",
+                    {"spec": {"replicas": 2}}, **merge)),
+                ("scale: merge patch of deployments/scale", False, lambda i, v: kube.json(
+                    "PATCH", f"{deployments}/{names[i]}/scale?{dry}&fieldManager={manager}",
+                    {"spec": {"replicas": 2}}, **merge)),
+                ("status: server-side apply of the Memcached status", False, lambda i, v: kube.json(
+                    "PATCH", f"{cr_path(names[i])}/status?{dry}&fieldManager={manager}&force=true",
+                    status(names[i], 2), **apply)),
+                ("the harness: merge patch of the Memcached spec.size", False, lambda i, v: kube.json(
+                    "PATCH", f"{cr_path(names[i])}?{dry}", {"spec": {"size": 2}}, **merge)),
+                ("the harness: merge patch of the Memcached spec.size", True, lambda i, v: kube.json(
+                    "PATCH", cr_path(names[i]), {"spec": {"size": v}}, **merge)),
+                ("status: server-side apply of the Memcached status", True, lambda i, v: kube.json(
+                    "PATCH", f"{cr_path(names[i])}/status?fieldManager={manager}&force=true",
+                    status(names[i], v), **apply)),
+            ]
+
+            def cpu():
+                return cluster_cpu(cluster.proc.pid)
+
+            def spent(before, after, seconds):
+                """CPU seconds per program between two samples, less its idle rate over `seconds`."""
+                return {k: after[k] - before.get(k, 0.0) - idle.get(k, 0.0) * seconds for k in after}
+
+            idle = {}
+            time.sleep(5)  # the setup's watch events delivered
+            before, t0 = cpu(), time.monotonic()
+            time.sleep(10)
+            idle = {k: v / (time.monotonic() - t0) for k, v in spent(before, cpu(), 0).items()}
+            # An update sends the object as read, with its resourceVersion (the Deployment controller
+            # has written the status by now).
+            updated = parallel(lambda i: kube.json("GET", f"{deployments}/{names[i]}"), range(objects))
+            for d in updated:
+                d["spec"]["replicas"] = 2
+            for label, stored, send in kinds:
+                if not stored:
+                    parallel(lambda i: send(i, 2), range(objects))  # warm up: connections, caches
+            samples = {k: [] for k in range(len(kinds))}
+            passes = [0] * len(kinds)  # stored writes alternate 2, 1, 2, ... over the passes of each kind
+            for r in range(rounds):
+                for k, (label, stored, send) in enumerate(kinds):
+                    values = [(i % objects, 2 - (passes[k] + i // objects) % 2) for i in range(total)]
+                    passes[k] += -(-total // objects)
+                    before, t0 = cpu(), time.monotonic()
+                    parallel(lambda job: send(*job), values)
+                    wall = time.monotonic() - t0
+                    time.sleep(1 if stored else 0)  # what the cluster does about the last writes
+                    samples[k].append({"wall": wall, "cpu_seconds": spent(before, cpu(), time.monotonic() - t0)})
+                log(f"round {r + 1} of {rounds}")
+        finally:
+            cluster.stop()
+
+    def ms(sample, program=None):
+        cpu = sample["cpu_seconds"]
+        return 1000 * (cpu.get(program, 0.0) if program else sum(cpu.values())) / total
+
+    results = []
+    for k, (label, stored, _) in enumerate(kinds):
+        apiserver = median_range([ms(x, "kube-apiserver") for x in samples[k]])
+        cluster_ms = median_range([ms(x) for x in samples[k]])
+        results.append({"request": label, "stored": stored, "n": total, "rounds": samples[k],
+                        "apiserver_ms_per_request": apiserver, "cluster_ms_per_request": cluster_ms})
+    out = {"machine": machine(), "without_crd_rules": bool(os.environ.get("BENCH_WITHOUT_CRD_RULES")),
+           "idle_cpu_per_second": idle, "requests": results}
+    RESULTS.mkdir(exist_ok=True)
+    out_file = RESULTS / os.environ.get("BENCH_OUT", "write-costs.json")
+    out_file.write_text(json.dumps(out, indent=2))
+    print(f"\nCPU per request (ms; median of {rounds} rounds of {total}, range), 16 connections:\n")
+    print("| request | | kube-apiserver | whole cluster |")
+    print("|---|---|---|---|")
+    for r in results:
+        a, c = r["apiserver_ms_per_request"], r["cluster_ms_per_request"]
+        print(f"| {r['request']} | {'stored' if r['stored'] else 'dry run'} | "
+              f"{a['median']:.2f} ({a['min']:.2f}–{a['max']:.2f}) | {c['median']:.2f} ({c['min']:.2f}–{c['max']:.2f}) |")
+    log("wrote", out_file)
+
+
 def main():
-    cmds = {"prepare": cmd_prepare, "build-times": cmd_build_times, "run": cmd_run, "report": cmd_report}
+    cmds = {"prepare": cmd_prepare, "build-times": cmd_build_times, "run": cmd_run, "report": cmd_report,
+            "write-costs": cmd_write_costs}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
-        die("usage: bench.py prepare|build-times|run|report")
+        die(f"usage: bench.py {'|'.join(cmds)}")
     cmds[sys.argv[1]]()
 
 
