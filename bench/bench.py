@@ -1209,7 +1209,7 @@ def memcached_status(size, generation):
 
 
 def cmd_write_costs():
-    """What each kind of request of the scale phase costs the cluster in CPU. Dry runs (`dryRun=All`)
+    """What each kind of request the workload's phases make costs the cluster in CPU. Dry runs (`dryRun=All`)
     are decoded, defaulted, validated, admitted and get their managed fields computed, but are not
     stored: they start no watch event and no controller, so they compare the ways of making one write.
     Stored writes (each changes the object) add etcd, the watch events and what the cluster's
@@ -1318,11 +1318,11 @@ def cmd_write_costs():
                 """CPU seconds per program between two samples, less its idle rate over `seconds`."""
                 return {k: after[k] - before.get(k, 0.0) - idle.get(k, 0.0) * seconds for k in after}
 
-            idle = {}
             time.sleep(5)  # the setup's watch events delivered
             before, t0 = cpu(), time.monotonic()
             time.sleep(10)
-            idle = {k: v / (time.monotonic() - t0) for k, v in spent(before, cpu(), 0).items()}
+            after, seconds = cpu(), time.monotonic() - t0
+            idle = {k: (after[k] - before.get(k, 0.0)) / seconds for k in after}
             # An update sends the object as read, with its resourceVersion (the Deployment controller
             # has written the status by now).
             updated = parallel(lambda i: kube.json("GET", f"{deployments}/{names[i]}"), range(objects))
