@@ -190,9 +190,23 @@ where
 
         let objects = watcher(manager.api::<K>(), watcher::Config::default().labels(&ours));
         let cache = inner.clone();
+        // A relist becomes what the cache reads only once complete (`InitDone`): the objects it
+        // brings are announced then, so that the reconciles they start read them, not the list
+        // before (after a partition, that list can be minutes old).
+        let mut relisted = Vec::new();
         manager.spawn_watch(&kind, objects.default_backoff(), move |event| {
-            if let Some(changed) = cache.record(event) {
-                cache.notify(changed);
+            if matches!(event, watcher::Event::Init) {
+                relisted.clear(); // a relist that broke off is started again from the top
+            }
+            let initial = matches!(event, watcher::Event::InitApply(_));
+            let done = matches!(event, watcher::Event::InitDone);
+            match cache.record(event) {
+                Some(changed) if initial => relisted.push(changed),
+                Some(changed) => cache.notify(changed),
+                None => {}
+            }
+            if done {
+                relisted.drain(..).for_each(|changed| cache.notify(changed));
             }
         });
 
