@@ -113,6 +113,54 @@ impl<V> Listing<V> {
     }
 }
 
+/// Where a watch event stands in the watch's list-then-watch cycle.
+#[derive(Clone, Copy)]
+enum Phase {
+    ListStart,
+    Listed,
+    ListDone,
+    Watched,
+}
+
+impl Phase {
+    fn of<K>(event: &watcher::Event<K>) -> Phase {
+        match event {
+            watcher::Event::Init => Phase::ListStart,
+            watcher::Event::InitApply(_) => Phase::Listed,
+            watcher::Event::InitDone => Phase::ListDone,
+            watcher::Event::Apply(_) | watcher::Event::Delete(_) => Phase::Watched,
+        }
+    }
+}
+
+/// When the objects a watch brings are announced to controllers. A (re)list becomes what the cache
+/// reads only once complete (`InitDone`), so its objects are announced then: the reconciles they
+/// start read them, not the list before (after a partition, that list can be minutes old). A
+/// watched change is announced at once.
+#[derive(Default)]
+struct Announcements {
+    relisted: Vec<ObjectMeta>,
+}
+
+impl Announcements {
+    /// What to announce after an event of `phase` that touched `changed`.
+    fn after(&mut self, phase: Phase, changed: Option<ObjectMeta>) -> Vec<ObjectMeta> {
+        match phase {
+            // A relist that broke off is started again from the top.
+            Phase::ListStart => {
+                self.relisted.clear();
+                Vec::new()
+            }
+            Phase::Listed => {
+                self.relisted.extend(changed);
+                Vec::new()
+            }
+            Phase::ListDone => std::mem::take(&mut self.relisted),
+            Phase::Watched => changed.into_iter().collect(),
+        }
+    }
+}
+
 #[derive(Default)]
 struct Cache {
     /// Ours (labelled), as compressed JSON.
@@ -190,23 +238,12 @@ where
 
         let objects = watcher(manager.api::<K>(), watcher::Config::default().labels(&ours));
         let cache = inner.clone();
-        // A relist becomes what the cache reads only once complete (`InitDone`): the objects it
-        // brings are announced then, so that the reconciles they start read them, not the list
-        // before (after a partition, that list can be minutes old).
-        let mut relisted = Vec::new();
+        let mut announcements = Announcements::default();
         manager.spawn_watch(&kind, objects.default_backoff(), move |event| {
-            if matches!(event, watcher::Event::Init) {
-                relisted.clear(); // a relist that broke off is started again from the top
-            }
-            let initial = matches!(event, watcher::Event::InitApply(_));
-            let done = matches!(event, watcher::Event::InitDone);
-            match cache.record(event) {
-                Some(changed) if initial => relisted.push(changed),
-                Some(changed) => cache.notify(changed),
-                None => {}
-            }
-            if done {
-                relisted.drain(..).for_each(|changed| cache.notify(changed));
+            let phase = Phase::of(&event);
+            let changed = cache.record(event);
+            for changed in announcements.after(phase, changed) {
+                cache.notify(changed);
             }
         });
 
@@ -459,6 +496,38 @@ mod tests {
         let mut names: Vec<&str> = listing.objects.keys().map(|(_, n)| n.as_str()).collect();
         names.sort();
         names
+    }
+
+    #[test]
+    fn a_relist_is_announced_once_complete_and_a_watched_change_at_once() {
+        let mut announcements = Announcements::default();
+        let meta = |name: &str| identity(&named(name));
+        let announced = |metas: Vec<ObjectMeta>| -> Vec<String> {
+            metas.into_iter().filter_map(|m| m.name).collect()
+        };
+        assert!(announcements.after(Phase::ListStart, None).is_empty());
+        assert!(
+            announcements
+                .after(Phase::Listed, Some(meta("gone")))
+                .is_empty()
+        );
+        // The list broke off and starts again: what it had brought is not announced.
+        assert!(announcements.after(Phase::ListStart, None).is_empty());
+        assert!(
+            announcements
+                .after(Phase::Listed, Some(meta("a")))
+                .is_empty()
+        );
+        assert!(
+            announcements
+                .after(Phase::Listed, Some(meta("b")))
+                .is_empty()
+        );
+        let done = announcements.after(Phase::ListDone, None);
+        assert_eq!(announced(done), ["a", "b"]);
+        let watched = announcements.after(Phase::Watched, Some(meta("c")));
+        assert_eq!(announced(watched), ["c"]);
+        assert!(announcements.after(Phase::ListDone, None).is_empty());
     }
 
     #[test]
