@@ -36,6 +36,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO / "bench"
 RESULTS = BENCH / "results"
+# BENCH_PPROF=S: a CPU profile of kube-apiserver over the first S seconds of the create and scale phases
+PPROF_SECONDS = int(os.environ.get("BENCH_PPROF", "0"))
 HOME = Path.home()
 CACHE = Path(os.environ.get("CACHE_DIR", HOME / ".cache/rustbuilder"))
 KUBEBUILDER_VERSION = os.environ.get("KUBEBUILDER_VERSION", "v4.16.0")
@@ -422,6 +424,28 @@ class Kube:
             key = f"{lab['verb']} {res}"
             out[key] = out.get(key, 0) + float(value)
         return out
+
+    def cpu_profile(self, seconds: int, out: Path):
+        """kube-apiserver's own CPU profile (Go's pprof) over the next `seconds`, written to `out`, in a
+        thread; the caller joins it."""
+
+        def run():
+            c = http.client.HTTPSConnection(self.host, self.port, context=self.ctx, timeout=seconds + 60)
+            try:
+                c.request("GET", f"/debug/pprof/profile?seconds={seconds}")
+                r = c.getresponse()
+                data = r.read()
+                if r.status != 200:
+                    log(f"kube-apiserver's profile: {r.status} {data[:200]!r}")
+                    return
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_bytes(data)
+            finally:
+                c.close()
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        return t
 
     def watch(self, path, on_event, stop: threading.Event, resource):
         """List then watch `path` in a thread; calls on_event(type, obj) for every change."""
@@ -840,6 +864,9 @@ def trial(operator, n, idle, profile, timeout=900):
                     sampler.reset_peak()
                 with state.cv:
                     state.aim(size)
+                profile = None
+                if PPROF_SECONDS and wait:
+                    profile = kube.cpu_profile(PPROF_SECONDS, RESULTS / "pprof" / f"{operator}-{n}-{name}.pb.gz")
                 t0 = time.monotonic()
                 action()
                 wall = state.wait(size, timeout, t0) if wait else None
@@ -854,6 +881,8 @@ def trial(operator, n, idle, profile, timeout=900):
                     k = f"{verb} {res}"
                     if k in req:
                         req[k] = max(0, req[k] - cnt)
+                if profile:
+                    profile.join()
                 seen = [v for (size_, _), v in state.written.items() if size_ == size]
                 ph = {"wall": wall, "requests": req,
                       # the operator's own part: until every Deployment exists with `size` replicas

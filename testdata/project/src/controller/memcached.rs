@@ -27,11 +27,13 @@ use crate::api::v1alpha1::{Memcached, MemcachedStatus};
 use crate::{Error, Result};
 
 // RBAC: exactly the calls made below. `/finalizers`: our Deployments block their owner's deletion,
-// which OwnerReferencesPermissionEnforcement checks; deployments `get`: one someone else made.
+// which OwnerReferencesPermissionEnforcement checks; deployments `get`: one someone else made;
+// `/scale`: a change of size alone.
 // +rustbuilder:rbac:groups=cache.example.com,resources=memcacheds,verbs=list;watch
 // +rustbuilder:rbac:groups=cache.example.com,resources=memcacheds/status,verbs=patch
 // +rustbuilder:rbac:groups=cache.example.com,resources=memcacheds/finalizers,verbs=update
 // +rustbuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
+// +rustbuilder:rbac:groups=apps,resources=deployments/scale,verbs=patch
 // +rustbuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 /// Environment variable naming the image to run (set in `config/manager/manager.yaml`).
@@ -113,9 +115,11 @@ pub async fn reconcile(object: Arc<Memcached>, ctx: Arc<Context>) -> Result<Acti
     }
 
     // The Deployment as it should be. Applying skips the write when nothing differs, so a
-    // converged object costs no API call, and takes back any field someone else changed.
+    // converged object costs no API call, and takes back any field someone else changed. A new
+    // size alone is written through the `scale` subresource, the cheapest write for the API server.
     let desired = build_deployment(object, &ctx.image)?;
-    let applied = apply::apply(&deployments, current.as_deref(), &desired, MANAGER_NAME).await?;
+    let current = current.as_deref();
+    let applied = apply::apply_scalable(&deployments, current, &desired, MANAGER_NAME).await?;
     let Applied::Unchanged(deployment) = applied else {
         // The Deployment controller acts next; its status update brings us back here to report it.
         // Events tell what the status cannot: a Deployment created, or put back after someone else
