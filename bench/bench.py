@@ -20,6 +20,7 @@ import base64
 import http.client
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -956,13 +957,13 @@ def requests_of(phase, operator):
 
 def operator_writes(phase, operator):
     """Writes the operator (or the plain client) makes on its own objects: the CRs (Go's finalizer),
-    their status and the Deployments. Events are counted apart (`event_writes`): the controller-manager
-    and the scheduler write events too."""
+    their status and the Deployments (their `scale` included). Events are counted apart
+    (`event_writes`): the controller-manager and the scheduler write events too."""
     req = requests_of(phase, operator)
     tot = 0
     for k, v in req.items():
         res = k.split(" ", 1)[1]
-        if is_write(k) and (res.startswith(PLURAL) or res == "deployments.apps"):
+        if is_write(k) and (res.startswith(PLURAL) or res in ("deployments.apps", "deployments/scale.apps")):
             tot += v
     return tot
 
@@ -1400,9 +1401,55 @@ def cmd_write_costs():
     log("wrote", out_file)
 
 
+# What `profile-summary` reads in a kube-apiserver CPU profile: the CPU of everything under each function.
+PROFILE_PARTS = [
+    ("all", None),
+    ("server-side apply (patch applied, field management included)",
+     "k8s.io/apiserver/pkg/endpoints/handlers.(*applyPatcher).applyPatchToCurrentObject"),
+    ("… of which field management",
+     "k8s.io/apimachinery/pkg/util/managedfields/internal.(*FieldManager).Apply"),
+    ("merge patches (patch applied)",
+     "k8s.io/apiserver/pkg/endpoints/handlers.(*jsonPatcher).applyPatchToCurrentObject"),
+    ("field tracking of every other write",
+     "k8s.io/apimachinery/pkg/util/managedfields/internal.(*FieldManager).Update"),
+    ("`scale` of Deployments", "k8s.io/kubernetes/pkg/registry/apps/deployment/storage.(*ScaleREST).Update"),
+    ("status of custom resources",
+     "k8s.io/apiextensions-apiserver/pkg/registry/customresource.(*StatusREST).Update"),
+    ("status of Deployments", "k8s.io/kubernetes/pkg/registry/apps/deployment/storage.(*StatusREST).Update"),
+    ("updates in storage (the patch, field management and etcd within)",
+     "k8s.io/apiserver/pkg/storage/etcd3.(*store).GuaranteedUpdate"),
+    ("creates in storage (etcd within)", "k8s.io/apiserver/pkg/storage/etcd3.(*store).Create"),
+    ("watches: events sent", "k8s.io/apiserver/pkg/storage/cacher.(*Cacher).dispatchEvents"),
+    ("Go's garbage collector", "runtime.gcBgMarkWorker"),
+]
+
+
+def cmd_profile_summary():
+    """CPU seconds under each function of PROFILE_PARTS, for each profile given (a Markdown table)."""
+    files = [Path(f) for f in sys.argv[2:]]
+    if not files:
+        die("usage: bench.py profile-summary PROFILE.pb.gz...")
+    columns = []
+    for f in files:
+        out = sh([go_bin(), "tool", "pprof", "-top", "-cum", "-nodecount=1000000", "-nodefraction=0", str(f)]).stdout
+        cum = {}
+        for line in out.splitlines():
+            parts = line.split()
+            if len(parts) >= 6 and re.fullmatch(r"[0-9.]+m?s", parts[3]):
+                v = parts[3]
+                cum[" ".join(parts[5:])] = float(v[:-2]) / 1000 if v.endswith("ms") else float(v[:-1])
+        total = re.search(r"Total samples = ([0-9.]+)(m?s)", out)
+        cum[None] = float(total.group(1)) / (1000 if total.group(2) == "ms" else 1)
+        columns.append(cum)
+    print("| CPU seconds under | " + " | ".join(f.name.removesuffix(".pb.gz") for f in files) + " |")
+    print("|---|" + "---|" * len(files))
+    for label, fn in PROFILE_PARTS:
+        print(f"| {label} | " + " | ".join(f"{c.get(fn, 0.0):.1f}" for c in columns) + " |")
+
+
 def main():
     cmds = {"prepare": cmd_prepare, "build-times": cmd_build_times, "run": cmd_run, "report": cmd_report,
-            "write-costs": cmd_write_costs}
+            "write-costs": cmd_write_costs, "profile-summary": cmd_profile_summary}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
         die(f"usage: bench.py {'|'.join(cmds)}")
     cmds[sys.argv[1]]()
