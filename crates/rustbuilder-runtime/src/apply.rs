@@ -87,9 +87,9 @@ where
 /// [`apply`] for kinds with a `scale` subresource that keeps the size in `spec.replicas`: Deployments,
 /// StatefulSets, ReplicaSets, and custom resources that declare it so. When the size is the only
 /// field of `desired` that `current` does not hold, it is written through `scale` by a merge patch,
-/// which costs the API server about a third of the CPU of applying the whole object: it neither
-/// merges the object nor recomputes who owns each of its fields (see docs/benchmarks.md). A resize is
-/// the most common change of a converged object.
+/// which costs the API server about a third of the CPU of applying the whole object (2.3 against
+/// 6.2 ms per request in rustbuilder's benchmarks): it neither merges the object nor recomputes who
+/// owns each of its fields. A resize is the most common change of a converged object.
 ///
 /// After such a resize `field_manager` owns the size through an update of `scale`, and the next
 /// apply of the whole object takes it back. The result is then [`Applied::Changed`] holding `current`
