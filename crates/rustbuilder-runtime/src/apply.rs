@@ -74,8 +74,22 @@ where
             return Ok(Applied::Unchanged(current.clone()));
         }
     }
+    write(api, &name, current, desired, field_manager).await
+}
+
+/// The server-side apply of [`apply`], once a comparison found a difference (or nothing to compare).
+async fn write<K>(
+    api: &Api<K>,
+    name: &str,
+    current: Option<&K>,
+    desired: &K,
+    field_manager: &str,
+) -> Result<Applied<K>, kube::Error>
+where
+    K: Resource + Clone + Debug + Serialize + DeserializeOwned,
+{
     let params = PatchParams::apply(field_manager).force();
-    let applied = api.patch(&name, &params, &Patch::Apply(desired)).await?;
+    let applied = api.patch(name, &params, &Patch::Apply(desired)).await?;
     let before = current.and_then(|c| c.resource_version());
     if before.is_some() && applied.resource_version() == before {
         debug!(%name, "apply changed nothing");
@@ -109,8 +123,11 @@ where
     };
     let mut actual = serde_json::to_value(current).map_err(kube::Error::SerdeError)?;
     let wanted = serde_json::to_value(desired).map_err(kube::Error::SerdeError)?;
+    if contains(&actual, &wanted) {
+        return Ok(Applied::Unchanged(current.clone()));
+    }
     let Some(replicas) = resize(&actual, &wanted) else {
-        return apply(api, Some(current), desired, field_manager).await;
+        return write(api, name, Some(current), desired, field_manager).await;
     };
     let params = PatchParams {
         field_manager: Some(field_manager.to_owned()),
