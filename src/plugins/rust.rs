@@ -510,6 +510,10 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
             Some(Api {
                 crd_version: "v1".into(),
                 namespaced: options.namespaced,
+                ssa: existing
+                    .as_ref()
+                    .and_then(|r| r.api.as_ref())
+                    .is_some_and(|a| a.ssa),
             })
         } else {
             existing.as_ref().and_then(|r| r.api.clone())
@@ -525,6 +529,7 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
         external: external.is_some(),
         group: options.group.to_string(),
         kind: options.kind.to_string(),
+        module: existing.as_ref().and_then(|r| r.module.clone()),
         path: Some(match (&external, core) {
             (Some(crd), _) => crd.file(),
             (None, Some(core)) => core.path.to_string(),

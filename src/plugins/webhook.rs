@@ -232,8 +232,10 @@ pub fn create_webhook(dir: &Path, options: &WebhookOptions) -> Result<Plan> {
     let mut webhooks = Webhooks {
         conversion: existing.conversion || options.conversion,
         defaulting,
+        defaulting_path: existing.defaulting_path.clone(),
         spoke: existing.spoke.clone(),
         validation,
+        validation_path: existing.validation_path.clone(),
         webhook_version: WEBHOOK_VERSION.to_string(),
     };
     for spoke in &options.spokes {
