@@ -17,22 +17,12 @@ pub const KEEP: &[&str] = &[".git", "target", "Cargo.lock"];
 /// `output`'s contents (but [`KEEP`]) replaced by it. A Helm chart in `input` comes along as it is, and
 /// PROJECT keeps the Helm plugin's record: the chart is built from manifests, which come later.
 pub fn scaffold(input: &Path, output: &Path) -> Result<Project> {
+    let text = std::fs::read_to_string(input.join(project::FILE_NAME)).ok();
+    if let Some(text) = text.filter(|t| crate::kubebuilder::is_kubebuilder(t)) {
+        return from_kubebuilder(&text, input, output);
+    }
     let project = Project::load(input)?;
-    let parent = std::path::absolute(output)?
-        .parent()
-        .map(Path::to_path_buf)
-        .context("the output directory has no parent directory")?;
-    std::fs::create_dir_all(&parent)
-        .with_context(|| format!("failed to create `{}`", parent.display()))?;
-    let staging = tempfile::Builder::new()
-        .prefix(".rustbuilder-generate-")
-        .tempdir_in(&parent)
-        .with_context(|| {
-            format!(
-                "failed to create a staging directory in `{}`",
-                parent.display()
-            )
-        })?;
+    let staging = staging_dir(output)?;
     crate::shell::set_quiet_scoped(|| crate::plugins::generate(&project, input, staging.path()))
         .context("failed to re-scaffold the project from PROJECT")?;
     if let Some(helm) = project.plugins.get(project::HELM_PLUGIN) {
@@ -41,6 +31,52 @@ pub fn scaffold(input: &Path, output: &Path) -> Result<Project> {
     }
     replace_contents(staging.path(), output)?;
     Ok(project)
+}
+
+/// Makes the Rust project of the Kubebuilder project in `input` in `output`, which must be another
+/// directory: the Go project stays as it is. What was translated or left out is printed as notes.
+fn from_kubebuilder(text: &str, input: &Path, output: &Path) -> Result<Project> {
+    if std::path::absolute(input)? == std::path::absolute(output)? {
+        bail!(
+            "`{}` is a Kubebuilder project: its Rust counterpart is written to another directory, so the Go code stays\nhelp: pass `--output-dir <new directory>`",
+            input.display()
+        );
+    }
+    let imported = crate::kubebuilder::import(text, input)
+        .context("failed to read the Kubebuilder PROJECT file")?;
+    for note in &imported.notes {
+        crate::shell::note("Kubebuilder", note);
+    }
+    let project = imported.project;
+    let staging = staging_dir(output)?;
+    crate::shell::set_quiet_scoped(|| crate::plugins::generate(&project, input, staging.path()))
+        .context("failed to scaffold the Rust project from Kubebuilder's PROJECT")?;
+    if let Some(helm) = project.plugins.get(project::HELM_PLUGIN) {
+        // The Go project's chart is not this project's: record the plugin, build the chart later.
+        crate::plugins::helm::carry(Path::new("/nonexistent"), staging.path(), helm)
+            .context("failed to record the Helm plugin")?;
+    }
+    replace_contents(staging.path(), output)?;
+    Project::load(output)
+}
+
+/// A fresh directory next to `output`, to build a project in before it replaces `output`'s contents.
+fn staging_dir(output: &Path) -> Result<tempfile::TempDir> {
+    let parent = std::path::absolute(output)?
+        .parent()
+        .map(Path::to_path_buf)
+        .context("the output directory has no parent directory")?;
+    std::fs::create_dir_all(&parent)
+        .with_context(|| format!("failed to create `{}`", parent.display()))?;
+    tempfile::Builder::new()
+        .prefix(".rustbuilder-generate-")
+        .tempdir_in(&parent)
+        .with_context(|| {
+            format!(
+                "failed to create a staging directory in `{}`",
+                parent.display()
+            )
+        })
 }
 
 /// Makes `output` hold exactly what `staging` holds, keeping `KEEP` entries of `output`.

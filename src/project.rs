@@ -255,6 +255,11 @@ impl Project {
             version: Option<String>,
         }
         let probe: VersionOnly = serde_yaml::from_str(text)?;
+        if crate::kubebuilder::is_kubebuilder(text) {
+            bail!(
+                "this is a Kubebuilder project (its layout is Kubebuilder's go/v4): rustbuilder commands work on the Rust project made from it\nhelp: run `rustbuilder alpha generate --input-dir <this project> --output-dir <new directory>` to make the Rust project"
+            );
+        }
         if probe.version.as_deref() != Some("3") {
             bail!(
                 "unsupported PROJECT version {:?}: rustbuilder reads version \"3\"",

@@ -468,18 +468,6 @@ fn a_controller_for_a_built_in_kind_uses_the_k8s_openapi_type() {
         d,
         &[
             &api[..],
-            &["apps", "--version", "v1", "--kind", "StatefulSet"],
-        ]
-        .concat(),
-        &[
-            "`apps/v1, Kind=StatefulSet` is a Kubernetes built-in kind",
-            "help: pass `--resource=false`",
-        ],
-    );
-    refused(
-        d,
-        &[
-            &api[..],
             &[
                 "apps",
                 "--version",

@@ -247,7 +247,7 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
     let external = external_crd(dir, options, existing.as_ref())?;
     let core = match external {
         Some(_) => None,
-        None => core_type(options, existing.as_ref())?,
+        None => core_type(options, existing.as_ref()),
     };
     let qualified_group = match (&external, core) {
         (Some(crd), _) => crd.api_group.clone(),
@@ -606,31 +606,21 @@ fn external_crd(
 }
 
 /// The Kubernetes built-in kind `create api` is about, if any: with `--resource=false`, a kind PROJECT
-/// has no type for and k8s-openapi has. Scaffolding a type of one's own that would shadow a built-in kind
-/// is refused.
+/// has no type for and k8s-openapi has. With `--resource` the type is the project's own, in
+/// `<group>.<domain>`, whatever its name: `--group batch --kind CronJob` is `batch.<domain>`'s CronJob, as
+/// in Kubebuilder, not Kubernetes' `batch/v1` one.
 fn core_type(
     options: &ApiOptions,
     existing: Option<&Resource>,
-) -> Result<Option<&'static CoreType>> {
-    let (group, version, kind) = (
+) -> Option<&'static CoreType> {
+    if options.resource || existing.is_some_and(|r| r.api.is_some()) {
+        return None;
+    }
+    core_types::find(
         options.group.as_str(),
         options.version.as_str(),
         options.kind.as_str(),
-    );
-    let core = core_types::find(group, version, kind);
-    if options.resource {
-        if let Some(core) = core {
-            bail!(
-                "`{group}/{version}, Kind={kind}` is a Kubernetes built-in kind (`{}`): a type of the same name would shadow it\nhelp: pass `--resource=false` to scaffold a controller for the built-in kind, or choose another kind",
-                core.path
-            );
-        }
-        return Ok(None);
-    }
-    if existing.is_some_and(|r| r.api.is_some()) {
-        return Ok(None);
-    }
-    Ok(core)
+    )
 }
 
 /// One group per project unless it is multigroup: `src/api/<version>/` has no room for a second
