@@ -46,8 +46,14 @@ pub struct Imported {
 /// The layouts rustbuilder reads as Kubebuilder's Go v4 scaffold (the bundle, or its two parts).
 const GO_V4_LAYOUTS: &[&[&str]] = &[
     &["go.kubebuilder.io/v4"],
-    &["base.go.kubebuilder.io/v4", "kustomize.common.kubebuilder.io/v2"],
-    &["kustomize.common.kubebuilder.io/v2", "base.go.kubebuilder.io/v4"],
+    &[
+        "base.go.kubebuilder.io/v4",
+        "kustomize.common.kubebuilder.io/v2",
+    ],
+    &[
+        "kustomize.common.kubebuilder.io/v2",
+        "base.go.kubebuilder.io/v4",
+    ],
 ];
 
 const HELP_MIGRATE: &str = "help: move the project to Kubebuilder's go/v4 layout first (`kubebuilder alpha generate` with Kubebuilder 4), then run this again";
@@ -238,7 +244,10 @@ impl Importer<'_> {
                 .collect(),
             _ => bail!("PROJECT has no `layout`\n{HELP_MIGRATE}"),
         };
-        if !GO_V4_LAYOUTS.iter().any(|known| *known == layout.as_slice()) {
+        if !GO_V4_LAYOUTS
+            .iter()
+            .any(|known| *known == layout.as_slice())
+        {
             bail!(
                 "PROJECT's layout `{}` is not Kubebuilder's go/v4 scaffold, the one rustbuilder reads\n{HELP_MIGRATE}",
                 layout.join(", ")
@@ -304,7 +313,12 @@ impl Importer<'_> {
     /// Kubebuilder's `repo` is the Go module path. On a code forge it is also where the code lives:
     /// Cargo's `repository`; otherwise it means nothing to Cargo.
     fn repository(&mut self, repo: &str) -> Option<String> {
-        const FORGES: &[&str] = &["github.com/", "gitlab.com/", "bitbucket.org/", "codeberg.org/"];
+        const FORGES: &[&str] = &[
+            "github.com/",
+            "gitlab.com/",
+            "bitbucket.org/",
+            "codeberg.org/",
+        ];
         if FORGES.iter().any(|forge| repo.starts_with(forge)) {
             let url = format!("https://{repo}");
             self.note(format!(
@@ -587,10 +601,7 @@ impl Importer<'_> {
             .plural
             .clone()
             .unwrap_or_else(|| kind.default_plural().to_string());
-        let ours = format!(
-            "{}/{api_group}_{plural}.yaml",
-            crate::external::CRD_DIR
-        );
+        let ours = format!("{}/{api_group}_{plural}.yaml", crate::external::CRD_DIR);
         if self.input.join(&ours).is_file() {
             return Ok(ours);
         }
@@ -616,7 +627,13 @@ impl Importer<'_> {
         let namespaced = true;
         std::fs::write(
             &file,
-            placeholder_crd(&api_group, &resource.version, &resource.kind, &plural, namespaced),
+            placeholder_crd(
+                &api_group,
+                &resource.version,
+                &resource.kind,
+                &plural,
+                namespaced,
+            ),
         )?;
         self.note(format!(
             "{gvk}: no CRD at hand (neither `{ours}` in the input, nor {} in Go's module cache), so its Rust type accepts any `spec` and `status` for now\nhelp: replace `{ours}` in the new project with the real CRD (`kubectl get crd {plural}.{api_group} -o yaml`), then run `rustbuilder alpha generate` in it to type the fields",
@@ -736,7 +753,10 @@ fn collect_yaml(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
         let name = entry.file_name();
         let name = name.to_string_lossy();
         if path.is_dir() {
-            if !matches!(name.as_ref(), "vendor" | "testdata" | ".git" | "node_modules") {
+            if !matches!(
+                name.as_ref(),
+                "vendor" | "testdata" | ".git" | "node_modules"
+            ) {
                 collect_yaml(&path, depth + 1, out);
             }
         } else if name.ends_with(".yaml") || name.ends_with(".yml") {
@@ -747,7 +767,13 @@ fn collect_yaml(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
 
 /// A CRD that accepts any `spec` and `status`: it stands in for another operator's CRD until the real
 /// one replaces it.
-fn placeholder_crd(api_group: &str, version: &str, kind: &str, plural: &str, namespaced: bool) -> String {
+fn placeholder_crd(
+    api_group: &str,
+    version: &str,
+    kind: &str,
+    plural: &str,
+    namespaced: bool,
+) -> String {
     let scope = if namespaced { "Namespaced" } else { "Cluster" };
     let open = serde_json::json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
     let crd = serde_json::json!({
@@ -865,7 +891,10 @@ version: \"3\"
             "  controller: true\n  webhooks:\n    validationPath: /v\n    webhookVersion: v1\n",
         );
         let err = format!("{:#}", import_text(&text).unwrap_err());
-        assert!(err.contains("`validationPath` but no validating webhook"), "{err}");
+        assert!(
+            err.contains("`validationPath` but no validating webhook"),
+            "{err}"
+        );
         let text = MINIMAL.replace("go.kubebuilder.io/v4", "go.kubebuilder.io/v3");
         let err = format!("{:#}", import_text(&text).unwrap_err());
         assert!(err.contains("not Kubebuilder's go/v4 scaffold"), "{err}");

@@ -372,6 +372,21 @@ fn sources(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
         .collect()
 }
 
+/// Each file's lines, sorted: for comparing projects whose lists may come in another order.
+fn sorted_lines(files: &BTreeMap<PathBuf, Vec<u8>>) -> BTreeMap<PathBuf, Vec<String>> {
+    files
+        .iter()
+        .map(|(path, bytes)| {
+            let mut lines: Vec<String> = String::from_utf8_lossy(bytes)
+                .lines()
+                .map(String::from)
+                .collect();
+            lines.sort();
+            (path.clone(), lines)
+        })
+        .collect()
+}
+
 /// The project at `dir` rebuilt from its PROJECT file by `alpha generate` into a fresh directory
 /// (returned with the temporary directory that holds it, which must outlive its use).
 #[test]
@@ -1184,7 +1199,7 @@ fn a_multigroup_project_holds_each_group_in_its_own_modules() {
         "src/api/ship/v1beta1/frigate.rs",
         "src/controller/cache/memcached.rs",
         "src/controller/ship/frigate.rs",
-        "tests/frigate_controller.rs",
+        "tests/ship_frigate_controller.rs",
     ] {
         assert!(dir.join(path).is_file(), "{path} is missing");
     }
@@ -1221,23 +1236,30 @@ fn a_multigroup_project_holds_each_group_in_its_own_modules() {
     );
     // The group prefixes the controller's name in metrics and logs, as Kubebuilder names it.
     assert!(controller.contains("\"ship-frigate\")"), "{controller}");
-    let test = read(dir, "tests/frigate_controller.rs");
+    let test = read(dir, "tests/ship_frigate_controller.rs");
     assert!(
         test.contains("use fleet::controller::{MANAGER_NAME, ship::frigate};"),
         "{test}"
     );
-    // A kind lives in one group: its tests and roles are named after it alone.
-    refused(
+    // One kind in two groups: its files outside its module are named after the group too.
+    ok(
         dir,
         &["create", "api", "--group", "cache", "--kind", "Frigate"],
-        &[
-            "kind `Frigate` is already in group `ship`",
-            "help: choose another kind",
-        ],
     );
-    // alpha generate rebuilds the same project from PROJECT.
+    for path in [
+        "src/controller/cache/frigate.rs",
+        "tests/cache_frigate_controller.rs",
+        "config/rbac/cache_frigate_admin_role.yaml",
+        "config/rbac/ship_frigate_admin_role.yaml",
+    ] {
+        assert!(dir.join(path).is_file(), "{path} is missing");
+    }
+    let role = read(dir, "config/rbac/cache_frigate_admin_role.yaml");
+    assert!(role.contains("name: cache-frigate-admin-role"), "{role}");
+    // alpha generate rebuilds the same project from PROJECT (the new kind's lines then come in
+    // PROJECT's order).
     let (_out, output) = regenerated(dir);
-    assert_eq!(sources(&output), sources(dir));
+    assert_eq!(sorted_lines(&sources(&output)), sorted_lines(&sources(dir)));
     ok(
         dir,
         &[
@@ -1329,7 +1351,7 @@ fn edit_multigroup_moves_a_single_group_project() {
         read(dir, "tests/mine.rs").lines().next().unwrap(),
         "use memcached_operator::api::{self, cache::v1alpha1::Memcached};"
     );
-    let test = read(dir, "tests/deployer_controller.rs");
+    let test = read(dir, "tests/cache_deployer_controller.rs");
     assert!(
         test.contains("include_str!(\"../src/controller/cache/deployer.rs\")"),
         "{test}"
@@ -1568,7 +1590,8 @@ fn controller_name_adds_another_controller_for_a_kind() {
         main.contains("controller::cache::memcached_backup::run(manager.clone())"),
         "{main}"
     );
-    let test = read(dir, "tests/memcached_backup_controller.rs");
+    assert!(!dir.join("tests/memcached_backup_controller.rs").exists());
+    let test = read(dir, "tests/cache_memcached_backup_controller.rs");
     assert!(
         test.contains("controller::{MANAGER_NAME, cache::memcached_backup}"),
         "{test}"

@@ -283,13 +283,29 @@ pub fn validate(options: &ApiOptions) -> Result<()> {
 pub fn create_api(dir: &Path, options: &ApiOptions, image: &DeployImage) -> Result<Plan> {
     validate(options)?;
     let mut scaffold = rust::plan_api(dir, options)?;
+    // The image is the manager's `<KIND>_IMAGE` variable: one per kind name.
+    if let Some(other) = scaffold
+        .project
+        .plugins
+        .get(project::DEPLOY_IMAGE_PLUGIN)
+        .into_iter()
+        .flat_map(|p| &p.resources)
+        .find(|r| r.kind == options.kind.as_str() && r.group != options.group.as_str())
+    {
+        bail!(
+            "kind `{}` of group `{}` already runs an image with the {NAME} plugin: both would read the manager's `{}_IMAGE` variable\nhelp: choose another kind, or scaffold this one without `--plugins {NAME}`",
+            options.kind,
+            other.group,
+            options.kind.as_str().to_uppercase()
+        );
+    }
     scaffold.context.insert("image", image);
     scaffold.plan.add_set("deploy-image", &scaffold.context)?;
     let api = &scaffold.api;
     scaffold.plan.insert(Insertion {
         path: "tests/e2e/main.rs",
         marker: "e2e",
-        fragment: format!("mod {};", api.kind_snake),
+        fragment: format!("mod {};", api.kind_file),
     })?;
     // The image the controller runs, overridable per deployment. Quoted as a JSON string (valid YAML), so
     // a value such as `123` stays a string.

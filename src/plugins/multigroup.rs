@@ -171,6 +171,16 @@ pub fn edit(dir: &Path, multigroup: bool) -> Result<Edit> {
         }
     }
 
+    // Files named after a kind alone take its group too, as in a project made multigroup: one kind
+    // may then be in two groups.
+    let renames = kind_file_renames(dir, &project)?;
+    let renamed = |path: &Path| {
+        renames
+            .iter()
+            .find(|(from, _)| from == path)
+            .map(|(_, to)| to.clone())
+    };
+
     // The other Rust files: requalified in place. File paths in strings follow the moves
     // (`include_str!("../src/controller/memcached.rs")`).
     for top in CODE_DIRS {
@@ -200,11 +210,38 @@ pub fn edit(dir: &Path, multigroup: bool) -> Result<Edit> {
                     }
                 }
             }
-            if after != text {
+            if relative == Path::new("tests/e2e/main.rs") {
+                after = rename_modules(&after, &renames);
+            }
+            if let Some(to) = renamed(&relative) {
+                plan.add_edited(&to, text, after);
+                plan.remove(&relative);
+            } else if after != text {
                 let path = relative.to_string_lossy().into_owned();
                 plan.edit(&path, |_| after)?;
             }
         }
+    }
+    // The RBAC roles of each kind: file, name, and their line in the kustomization.
+    for (from, to) in renames.iter().filter(|(f, _)| f.starts_with("config/rbac")) {
+        let text = fs::read_to_string(dir.join(from))
+            .with_context(|| format!("failed to read `{}`", from.display()))?;
+        let stem = |p: &Path| {
+            let name = p.file_name().unwrap_or_default().to_string_lossy();
+            name.strip_suffix(".yaml")
+                .unwrap_or(&name)
+                .replace('_', "-")
+        };
+        let after = text.replace(
+            &format!("name: {}", stem(from)),
+            &format!("name: {}", stem(to)),
+        );
+        plan.add(to, after, IfExists::Error);
+        plan.remove(from);
+        let (from_name, to_name) = (file_name(from), file_name(to));
+        plan.edit("config/rbac/kustomization.yaml", |text| {
+            text.replace(&format!("- {from_name}\n"), &format!("- {to_name}\n"))
+        })?;
     }
 
     // The group's module lists, and the top-level lists that now name the group.
@@ -284,6 +321,85 @@ pub fn edit(dir: &Path, multigroup: bool) -> Result<Edit> {
     }
     plan.add(project::FILE_NAME, project.render(), IfExists::Overwrite);
     Ok(Edit::Move(plan))
+}
+
+/// The files of the project named after a kind alone, and their names in the multigroup layout,
+/// after the kind's group: controller tests, e2e checks, conversion and webhook tests, RBAC roles.
+fn kind_file_renames(dir: &Path, project: &Project) -> Result<Vec<(PathBuf, PathBuf)>> {
+    let mut renames = Vec::new();
+    for resource in &project.resources {
+        let group = resource.group.replace(['-', '.'], "_");
+        let kind = resource.kind.parse::<crate::model::Kind>()?.snake();
+        let mut stems: Vec<(String, String)> = resource
+            .has_default_controller()
+            .then(|| kind.clone())
+            .into_iter()
+            .chain(
+                resource
+                    .named_controllers()
+                    .iter()
+                    .map(|n| n.replace('-', "_")),
+            )
+            .map(|module| {
+                (
+                    format!("tests/{module}_controller.rs"),
+                    format!("tests/{group}_{module}_controller.rs"),
+                )
+            })
+            .collect();
+        let version = &resource.version;
+        for pattern in [
+            "tests/e2e/{}.rs",
+            "tests/{}_conversion.rs",
+            "tests/e2e/{}_conversion.rs",
+            "config/rbac/{}_admin_role.yaml",
+            "config/rbac/{}_editor_role.yaml",
+            "config/rbac/{}_viewer_role.yaml",
+        ]
+        .into_iter()
+        .map(str::to_string)
+        .chain([
+            format!("tests/{{}}_{version}_webhook.rs"),
+            format!("tests/e2e/{{}}_{version}_webhook.rs"),
+        ]) {
+            stems.push((
+                pattern.replace("{}", &kind),
+                pattern.replace("{}", &format!("{group}_{kind}")),
+            ));
+        }
+        for (from, to) in stems {
+            let (from, to) = (PathBuf::from(from), PathBuf::from(to));
+            if dir.join(&from).is_file() && !renames.iter().any(|(f, _)| *f == from) {
+                renames.push((from, to));
+            }
+        }
+    }
+    Ok(renames)
+}
+
+/// `mod memcached;` → `mod cache_memcached;` in the e2e crate, for each renamed e2e file.
+fn rename_modules(text: &str, renames: &[(PathBuf, PathBuf)]) -> String {
+    let mut text = text.to_string();
+    for (from, to) in renames.iter().filter(|(f, _)| f.starts_with("tests/e2e")) {
+        let module = |p: &Path| {
+            p.file_stem()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned()
+        };
+        text = text.replace(
+            &format!("mod {};", module(from)),
+            &format!("mod {};", module(to)),
+        );
+    }
+    text
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned()
 }
 
 const SINGLE_API_DOC: &str = "//! The project's Kubernetes APIs, one module per version.";

@@ -145,6 +145,12 @@ pub struct ApiContext {
     pub kind_lower: String,
     /// `MEMCACHED` for `Memcached`: environment variable prefix (`MEMCACHED_IMAGE`).
     pub kind_upper: String,
+    /// The stem of the kind's own files outside its module (RBAC roles, e2e checks): `memcached`, or
+    /// `cache_memcached` in a multigroup project, where one kind may be in several groups.
+    pub kind_file: String,
+    /// The stem of the controller's test, `tests/<stem>_controller.rs`: the controller module, after
+    /// the group in a multigroup project.
+    pub controller_test: String,
     pub plural: String,
     /// The plural as a Rust identifier.
     pub plural_snake: String,
@@ -258,8 +264,8 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
         check_external_group(&project, &options.group, crd)?;
     }
     if project.multigroup {
+        // A kind may be in several groups: its files are named after both (`group_prefix`).
         check_group_module(&project, &options.group)?;
-        check_kind_in_one_group(&project, &options.group, &options.kind)?;
     } else if external.is_some() {
         // Its controller is `src/controller/<kind>.rs`, which a kind of that name in another group has.
         check_kind_in_one_group(&project, &options.group, &options.kind)?;
@@ -434,6 +440,8 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
         kind_snake: options.kind.snake(),
         kind_lower: kind_lower.clone(),
         kind_upper: options.kind.as_str().to_uppercase(),
+        kind_file: group_prefix(multigroup, &group_snake, &options.kind.snake()),
+        controller_test: group_prefix(multigroup, &group_snake, &controller_module),
         plural: plural.to_string(),
         plural_snake: plural.as_str().replace('-', "_"),
         namespaced,
@@ -551,6 +559,16 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
     })
 }
 
+/// `<group>_<name>` in a multigroup project, else `name`: the stem of a file named after a kind, which
+/// must not collide when one kind is in two groups.
+pub(super) fn group_prefix(multigroup: bool, group_snake: &str, name: &str) -> String {
+    if multigroup {
+        format!("{group_snake}_{name}")
+    } else {
+        name.to_string()
+    }
+}
+
 /// The CRD of another operator's kind `create api` is about, if any: the one `--external-api-path`
 /// names, or, for a kind PROJECT already has as external, the project's copy of it.
 fn external_crd(
@@ -609,10 +627,7 @@ fn external_crd(
 /// has no type for and k8s-openapi has. With `--resource` the type is the project's own, in
 /// `<group>.<domain>`, whatever its name: `--group batch --kind CronJob` is `batch.<domain>`'s CronJob, as
 /// in Kubebuilder, not Kubernetes' `batch/v1` one.
-fn core_type(
-    options: &ApiOptions,
-    existing: Option<&Resource>,
-) -> Option<&'static CoreType> {
+fn core_type(options: &ApiOptions, existing: Option<&Resource>) -> Option<&'static CoreType> {
     if options.resource || existing.is_some_and(|r| r.api.is_some()) {
         return None;
     }
@@ -683,8 +698,9 @@ fn check_external_group(project: &Project, group: &Group, crd: &ExternalCrd) -> 
     Ok(())
 }
 
-/// A kind's tests, RBAC roles and e2e module are named after the kind alone, so a multigroup project
-/// holds each kind in one group only.
+/// In a single-group project a kind's controller, tests, RBAC roles and e2e module are named after the
+/// kind alone, so the project holds each kind in one group only (a multigroup project names them after
+/// the group too).
 fn check_kind_in_one_group(project: &Project, group: &Group, kind: &Kind) -> Result<()> {
     if let Some(other) = project
         .resources
@@ -692,7 +708,7 @@ fn check_kind_in_one_group(project: &Project, group: &Group, kind: &Kind) -> Res
         .find(|r| r.kind == kind.as_str() && r.group != group.as_str())
     {
         bail!(
-            "kind `{kind}` is already in group `{}`: a kind's tests, RBAC roles and e2e module are named after the kind alone, so one project holds it in one group only\nhelp: choose another kind, or `--group {}`",
+            "kind `{kind}` is already in group `{}`: in a single-group project a kind's controller, tests and RBAC roles are named after the kind alone, so the project holds it in one group only\nhelp: choose another kind, or `--group {}`, or move the project to the multigroup layout first (`rustbuilder edit --multigroup`)",
             other.group,
             other.group
         );
@@ -806,7 +822,7 @@ fn wire(
             path: "config/rbac/kustomization.yaml",
             marker: "rbackustomizeresource",
             fragment: ["admin", "editor", "viewer"]
-                .map(|r| format!("- {kind_snake}_{r}_role.yaml"))
+                .map(|r| format!("- {}_{r}_role.yaml", api.kind_file))
                 .join("\n"),
         })?;
     }

@@ -44,6 +44,8 @@ struct WebhookContext {
     version: String,
     kind: String,
     kind_snake: String,
+    /// The stem of the kind's files outside its module: `memcached`, or `cache_memcached` (multigroup).
+    kind_file: String,
     kind_lower: String,
     plural: String,
     /// The plural as a Rust identifier.
@@ -199,6 +201,7 @@ pub fn create_webhook(dir: &Path, options: &WebhookOptions) -> Result<Plan> {
         version: version.to_string(),
         kind: kind.to_string(),
         kind_snake: kind.snake(),
+        kind_file: super::rust::group_prefix(multigroup, &group_snake, &kind.snake()),
         kind_lower: kind_lower.clone(),
         plural_snake: plural.replace('-', "_"),
         plural,
@@ -207,7 +210,10 @@ pub fn create_webhook(dir: &Path, options: &WebhookOptions) -> Result<Plan> {
         webhook_path: format!("webhook::{group_rel}{version}::{}", kind.snake()),
         mutate_path: format!("/mutate-{route}"),
         validate_path: format!("/validate-{route}"),
-        webhook_test: format!("{}_{version}_webhook", kind.snake()),
+        webhook_test: format!(
+            "{}_{version}_webhook",
+            super::rust::group_prefix(multigroup, &group_snake, &kind.snake())
+        ),
         group_path,
         defaulting,
         validation,
@@ -584,7 +590,7 @@ fn plan_conversion(
     plan.insert(Insertion {
         path: "tests/e2e/main.rs",
         marker: "e2e",
-        fragment: format!("mod {}_conversion;", api.kind_snake),
+        fragment: format!("mod {}_conversion;", api.kind_file),
     })?;
     for spoke in &options.spokes {
         let spoke_deploy_image = is_deploy_image(spoke.as_str());
