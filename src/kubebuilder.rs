@@ -64,6 +64,7 @@ pub fn import(text: &str, input: &Path) -> Result<Imported> {
     let mut importer = Importer {
         input,
         notes: Vec::new(),
+        paths: Vec::new(),
         placeholders: None,
     };
     let project = importer.project(&root)?;
@@ -77,6 +78,8 @@ pub fn import(text: &str, input: &Path) -> Result<Imported> {
 struct Importer<'a> {
     input: &'a Path,
     notes: Vec<String>,
+    /// Each resource's Go import path and what stands for it in the Rust project.
+    paths: Vec<(String, String)>,
     placeholders: Option<tempfile::TempDir>,
 }
 
@@ -303,6 +306,16 @@ impl Importer<'_> {
             let resource = self.resource(as_mapping(resource, &at)?, &at, &project)?;
             project.resources.push(resource);
         }
+        if let Some((go, rust)) = self.paths.first() {
+            let more = match self.paths.len() - 1 {
+                0 => String::new(),
+                1 => " (and 1 more)".to_string(),
+                n => format!(" (and {n} more)"),
+            };
+            self.note(format!(
+                "the Go import paths of the resources (`path`) become Rust paths: `{go}` becomes {rust}{more}"
+            ));
+        }
         if let Some(plugins) = plugins {
             self.plugins(plugins, &mut project)?;
         }
@@ -440,13 +453,12 @@ impl Importer<'_> {
             resource.plural = None;
         }
         if let Some(go_path) = go_path {
-            self.note(format!(
-                "{gvk}: the Go import path `{go_path}` becomes {}",
-                match &resource.path {
-                    Some(path) => format!("`{path}`"),
-                    None => "nothing (no type)".to_string(),
-                }
-            ));
+            let rust = match (&resource.path, external) {
+                (Some(_), true) => format!("the CRD's copy in `{}/`", crate::external::CRD_DIR),
+                (Some(path), false) => format!("`{path}`"),
+                (None, _) => "nothing (no type)".to_string(),
+            };
+            self.paths.push((go_path, rust));
         }
         Ok(resource)
     }
@@ -862,7 +874,7 @@ version: \"3\"
             imported
                 .notes
                 .iter()
-                .any(|n| n.contains("github.com/example/project/api/v1alpha1")),
+                .any(|n| n.contains("`github.com/example/project/api/v1alpha1` becomes `project::api::v1alpha1::Memcached`")),
             "{:?}",
             imported.notes
         );

@@ -1705,6 +1705,266 @@ fn alpha_generate_rebuilds_the_project_from_project_file() {
     assert!(original.path().join(".git/HEAD").exists());
 }
 
+/// A copy of the Kubebuilder project fixture `name` (a PROJECT in Kubebuilder's go/v4 format) in a
+/// fresh directory, as `<tmp>/<name>`.
+fn kubebuilder_fixture(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join(name);
+    std::fs::create_dir(&input).unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kubebuilder");
+    std::fs::copy(fixture.join(name).join("PROJECT"), input.join("PROJECT")).unwrap();
+    (dir, input)
+}
+
+#[test]
+fn the_cronjob_tutorial_starts_as_the_book_writes_it() {
+    // `batch` is the project's own `batch.tutorial.kubebuilder.io`, not Kubernetes' `batch` group.
+    let dir = tempfile::tempdir().unwrap();
+    let d = &dir.path().join("project");
+    std::fs::create_dir(d).unwrap();
+    ok(
+        d,
+        &[
+            "init",
+            "--domain",
+            "tutorial.kubebuilder.io",
+            "--repo",
+            "tutorial.kubebuilder.io/project",
+        ],
+    );
+    ok(
+        d,
+        &[
+            "create",
+            "api",
+            "--group",
+            "batch",
+            "--version",
+            "v1",
+            "--kind",
+            "CronJob",
+        ],
+    );
+    let project = read(d, "PROJECT");
+    for entry in [
+        "  domain: tutorial.kubebuilder.io\n  group: batch\n  kind: CronJob\n",
+        "  crdVersion: v1\n",
+    ] {
+        assert!(project.contains(entry), "{entry:?} missing:\n{project}");
+    }
+    assert!(!project.contains("core: true"), "{project}");
+    let types = read(d, "src/api/v1/cron_job.rs");
+    assert!(
+        types.contains("group = \"batch.tutorial.kubebuilder.io\""),
+        "{types}"
+    );
+    // The same for a `Deployment` of the project's own `apps` group.
+    ok(
+        d,
+        &[
+            "create",
+            "api",
+            "--group",
+            "batch",
+            "--version",
+            "v1",
+            "--kind",
+            "Job",
+            "--controller=false",
+        ],
+    );
+    assert!(read(d, "src/api/v1/job.rs").contains("kind = \"Job\""));
+}
+
+#[test]
+fn alpha_generate_makes_the_rust_project_of_a_kubebuilder_project() {
+    let (_dir, input) = kubebuilder_fixture("fleet");
+    let before = tree(&input);
+    let out = input.with_file_name("fleet-rs");
+    let output = ok(
+        &input,
+        &[
+            "alpha",
+            "generate",
+            "--skip-manifests",
+            "--output-dir",
+            out.to_str().unwrap(),
+        ],
+    );
+    // The Go project is left as it was; every translation is said.
+    assert_eq!(tree(&input), before);
+    let notes = stderr(&output);
+    for note in [
+        "`cliVersion: 4.15.0` is Kubebuilder's version",
+        "becomes Cargo's `repository = \"https://github.com/example/fleet\"`",
+        "`resources[3].api.ssa: true` is kept",
+        "`github.com/example/fleet/api/harbor/v1` becomes `fleet::api::harbor::v1::Vessel` (and 5 more)",
+        "no CRD at hand",
+        "replace `config/crd/external/tides.example.org_forecasts.yaml`",
+    ] {
+        assert!(notes.contains(note), "{note:?} missing:\n{notes}");
+    }
+    let project = read(&out, "PROJECT");
+    for entry in [
+        "layout:\n- rust.rustbuilder.dev/v1-alpha\n",
+        "multigroup: true\n",
+        "  autoupdate.rustbuilder.dev/v1-alpha: {}\n",
+        "  grafana.rustbuilder.dev/v1-alpha: {}\n",
+        "  helm.rustbuilder.dev/v2-alpha:\n    manifests: dist/install.yaml\n    output: dist\n",
+        "      group: harbor\n      kind: Lighthouse\n      options:\n        containerPort: '8080'\n",
+        "  path: fleet::api::harbor::v1::Lighthouse\n  version: v1\n",
+        "    ssa: true\n",
+        "  plural: berthen\n",
+        "  - name: vessel\n  - name: vessel-audit\n",
+        "  core: true\n  group: apps\n  kind: StatefulSet\n",
+        "  external: true\n  group: tides\n  kind: Forecast\n  module: github.com/example/tides@v0.3.1\n  path: config/crd/external/tides.example.org_forecasts.yaml\n",
+        "repo: https://github.com/example/fleet\n",
+    ] {
+        assert!(project.contains(entry), "{entry:?} missing:\n{project}");
+    }
+    // One kind in two groups, each with its own files.
+    for path in [
+        "src/api/harbor/v1/vessel.rs",
+        "src/api/dock/v1/vessel.rs",
+        "tests/harbor_vessel_controller.rs",
+        "tests/harbor_vessel_audit_controller.rs",
+        "tests/dock_vessel_controller.rs",
+        "config/rbac/dock_vessel_admin_role.yaml",
+        "config/rbac/harbor_vessel_admin_role.yaml",
+        "src/controller/harbor/lighthouse.rs",
+        "tests/e2e/harbor_lighthouse.rs",
+        "src/external/tides/v1/forecast.rs",
+    ] {
+        assert!(out.join(path).is_file(), "{path} is missing");
+    }
+    let forecast = read(&out, "config/crd/external/tides.example.org_forecasts.yaml");
+    assert!(
+        forecast.contains("x-kubernetes-preserve-unknown-fields: true"),
+        "{forecast}"
+    );
+    // The Rust project is a rustbuilder project: it regenerates from its own PROJECT.
+    let (_again, regenerated) = regenerated(&out);
+    assert_eq!(
+        sorted_lines(&sources(&regenerated)),
+        sorted_lines(&sources(&out))
+    );
+    // In place, the Go project would be lost: refused.
+    refused(
+        &input,
+        &["alpha", "generate", "--skip-manifests"],
+        &["is a Kubebuilder project", "help: pass `--output-dir"],
+    );
+    // Other commands say what to do with it.
+    refused(
+        &input,
+        &["create", "api", "--group", "harbor", "--kind", "Dock"],
+        &[
+            "this is a Kubebuilder project",
+            "rustbuilder alpha generate --input-dir",
+        ],
+    );
+}
+
+#[test]
+fn alpha_generate_refuses_what_it_cannot_read_in_a_kubebuilder_project() {
+    let (dir, input) = kubebuilder_fixture("fleet");
+    let out = dir.path().join("out");
+    let text = read(&input, "PROJECT");
+    for (edit, expected) in [
+        (
+            ("  group: dock\n", "  group: dock\n  shiny: true\n"),
+            "PROJECT's `resources[1].shiny` is not a key",
+        ),
+        (
+            (
+                "  grafana.kubebuilder.io/v1-alpha: {}\n",
+                "  grafana.kubebuilder.io/v1-alpha: {}\n  sparkle.example.com/v1: {}\n",
+            ),
+            "the plugin `sparkle.example.com/v1`",
+        ),
+        (
+            ("  group: apps\n", "  group: apps\n  external: true\n"),
+            "is both `core` and `external`",
+        ),
+        (
+            ("multigroup: true\n", "multigroup: false\n"),
+            "multiple groups are not allowed",
+        ),
+        (
+            ("go.kubebuilder.io/v4", "go.kubebuilder.io/v3"),
+            "not Kubebuilder's go/v4 scaffold",
+        ),
+    ] {
+        std::fs::write(input.join("PROJECT"), text.replace(edit.0, edit.1)).unwrap();
+        let before = tree(dir.path());
+        let output = rustbuilder(
+            &input,
+            &[
+                "alpha",
+                "generate",
+                "--skip-manifests",
+                "--output-dir",
+                out.to_str().unwrap(),
+            ],
+        );
+        assert!(!output.status.success(), "{edit:?} was accepted");
+        assert!(
+            stderr(&output).contains(expected),
+            "{expected:?} missing:\n{}",
+            stderr(&output)
+        );
+        assert_eq!(tree(dir.path()), before, "{edit:?} left files behind");
+    }
+}
+
+/// Kubebuilder's own PROJECT files, where this machine has them (`../shared/kubebuilder/` next to the
+/// repository, or `KUBEBUILDER_PROJECT_FILES`): each must make a Rust project.
+#[test]
+fn kubebuilders_own_project_files_make_rust_projects() {
+    let candidates = [
+        std::env::var_os("KUBEBUILDER_PROJECT_FILES").map(PathBuf::from),
+        Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/kubebuilder")),
+        Some(PathBuf::from("/work/shared/kubebuilder")),
+    ];
+    let Some(root) = candidates.into_iter().flatten().find(|p| p.is_dir()) else {
+        assert!(
+            std::env::var_os("RUSTBUILDER_NO_KUBEBUILDER_FILES").is_some(),
+            "Kubebuilder's PROJECT files are not here: set KUBEBUILDER_PROJECT_FILES to a directory holding `<name>/PROJECT` files (Kubebuilder's testdata), or RUSTBUILDER_NO_KUBEBUILDER_FILES=1 to run without them"
+        );
+        return;
+    };
+    let mut made = 0;
+    for entry in std::fs::read_dir(&root).unwrap() {
+        let project = entry.unwrap().path().join("PROJECT");
+        if !project.is_file() {
+            continue;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("in");
+        std::fs::create_dir(&input).unwrap();
+        std::fs::copy(&project, input.join("PROJECT")).unwrap();
+        ok(
+            dir.path(),
+            &[
+                "alpha",
+                "generate",
+                "--input-dir",
+                "in",
+                "--output-dir",
+                "out",
+                "--skip-manifests",
+            ],
+        );
+        let written = read(&dir.path().join("out"), "PROJECT");
+        assert!(
+            written.contains("- rust.rustbuilder.dev/v1-alpha"),
+            "{written}"
+        );
+        made += 1;
+    }
+    assert!(made > 0, "no `<name>/PROJECT` file in {}", root.display());
+}
+
 #[test]
 fn generated_rust_is_rustfmt_clean_for_short_and_long_names() {
     let rustfmt = Command::new("rustfmt").arg("--version").output();
