@@ -30,6 +30,8 @@ pub mod assets;
 #[cfg(feature = "harness")]
 mod cli;
 #[cfg(feature = "harness")]
+pub mod e2e;
+#[cfg(feature = "harness")]
 mod harness;
 
 #[cfg(feature = "harness")]
