@@ -11,12 +11,13 @@
 //! (`config/crd/external/`), then in that module as Go's module cache holds it, and otherwise a
 //! placeholder CRD that accepts any fields stands in, with a note naming the file to replace.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context as _, Result, bail};
 use serde_yaml::{Mapping, Value};
 
 use crate::core_types;
+use crate::external::go_module;
 use crate::model::{Kind, ProjectName};
 use crate::project::{self, Api, Controller, PluginConfig, PluginResource, Project, Resource};
 
@@ -618,7 +619,7 @@ impl Importer<'_> {
             return Ok(ours);
         }
         if let Some(module) = &resource.module
-            && let Some(found) = module_crd(module, &api_group, &resource.kind)
+            && let Some(found) = go_module::crd(module, &api_group, &resource.kind)
         {
             self.note(format!(
                 "{gvk}: its CRD comes from `{}` (Go's module cache of `{module}`)",
@@ -705,76 +706,6 @@ fn check_unique(project: &Project) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// The CRD of `kind` in `api_group` inside the Go module `module` (`path@version`), as Go's module
-/// cache holds it after `go mod download` or a build of the Kubebuilder project.
-fn module_crd(module: &str, api_group: &str, kind: &str) -> Option<PathBuf> {
-    let (path, version) = module.split_once('@')?;
-    let root = module_cache()?.join(format!("{}@{version}", escape_module_path(path)));
-    let mut files = Vec::new();
-    collect_yaml(&root, 0, &mut files);
-    files.sort();
-    let wanted_group = format!("group: {api_group}");
-    let wanted_kind = format!("kind: {kind}");
-    files.into_iter().find(|file| {
-        // Cheap test first: the CRD names its group and kind on lines of their own.
-        std::fs::read_to_string(file).is_ok_and(|text| {
-            text.contains("kind: CustomResourceDefinition")
-                && !text.contains("{{")
-                && text.lines().any(|l| l.trim() == wanted_group)
-                && text.lines().any(|l| l.trim() == wanted_kind)
-        })
-    })
-}
-
-/// `$GOMODCACHE`, else `$GOPATH/pkg/mod`, else `~/go/pkg/mod`.
-fn module_cache() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("GOMODCACHE").filter(|d| !d.is_empty()) {
-        return Some(PathBuf::from(dir));
-    }
-    if let Some(gopath) = std::env::var_os("GOPATH").filter(|d| !d.is_empty()) {
-        let first = std::env::split_paths(&gopath).next()?;
-        return Some(first.join("pkg/mod"));
-    }
-    Some(PathBuf::from(std::env::var_os("HOME")?).join("go/pkg/mod"))
-}
-
-/// Go's module cache spells capital letters as `!` + the lowercase letter.
-fn escape_module_path(path: &str) -> String {
-    path.chars()
-        .flat_map(|c| {
-            if c.is_ascii_uppercase() {
-                vec!['!', c.to_ascii_lowercase()]
-            } else {
-                vec![c]
-            }
-        })
-        .collect()
-}
-
-fn collect_yaml(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
-    if depth > 6 {
-        return;
-    }
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if path.is_dir() {
-            if !matches!(
-                name.as_ref(),
-                "vendor" | "testdata" | ".git" | "node_modules"
-            ) {
-                collect_yaml(&path, depth + 1, out);
-            }
-        } else if name.ends_with(".yaml") || name.ends_with(".yml") {
-            out.push(path);
-        }
-    }
 }
 
 /// A CRD that accepts any `spec` and `status`: it stands in for another operator's CRD until the real
@@ -910,13 +841,5 @@ version: \"3\"
         let text = MINIMAL.replace("go.kubebuilder.io/v4", "go.kubebuilder.io/v3");
         let err = format!("{:#}", import_text(&text).unwrap_err());
         assert!(err.contains("not Kubebuilder's go/v4 scaffold"), "{err}");
-    }
-
-    #[test]
-    fn module_paths_are_escaped_as_go_does() {
-        assert_eq!(
-            escape_module_path("github.com/Azure/azure-sdk"),
-            "github.com/!azure/azure-sdk"
-        );
     }
 }

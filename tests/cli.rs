@@ -708,6 +708,73 @@ const CERTIFICATE_CRD: &str = concat!(
 );
 
 #[test]
+fn kubebuilders_external_api_flags_find_the_crd_in_gos_module_cache() {
+    // Kubebuilder's command: a Go import path and the module that holds it. The module is in Go's
+    // module cache (after `go mod download`), with the CRD among its files.
+    let cache = tempfile::tempdir().unwrap();
+    let crds = cache
+        .path()
+        .join("github.com/cert-manager/cert-manager@v1.20.2/deploy/crds");
+    std::fs::create_dir_all(&crds).unwrap();
+    std::fs::copy(CERTIFICATE_CRD, crds.join("crd-certificates.yaml")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(
+        d,
+        &["init", "--domain", "example.com", "--project-name", "certs"],
+    );
+    let args = [
+        "create",
+        "api",
+        "--group",
+        "cert-manager",
+        "--version",
+        "v1",
+        "--kind",
+        "Certificate",
+        "--resource=false",
+        "--external-api-path",
+        "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1",
+        "--external-api-domain",
+        "io",
+        "--external-api-module",
+        "github.com/cert-manager/cert-manager@v1.20.2",
+    ];
+    let run = |cache: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_rustbuilder"))
+            .args(args)
+            .current_dir(d)
+            .env("NO_COLOR", "1")
+            .env("GOMODCACHE", cache)
+            .output()
+            .unwrap()
+    };
+    // Without the module in the cache: refused, nothing written, and the error says what to do.
+    let empty = tempfile::tempdir().unwrap();
+    let before = tree(d);
+    let refused = run(empty.path());
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused)
+            .contains("run `go mod download github.com/cert-manager/cert-manager@v1.20.2` first"),
+        "{}",
+        stderr(&refused)
+    );
+    assert_eq!(tree(d), before);
+    let made = run(cache.path());
+    assert!(made.status.success(), "{}", stderr(&made));
+    let project = read(d, "PROJECT");
+    assert!(
+        project.contains("  module: github.com/cert-manager/cert-manager@v1.20.2\n  path: config/crd/external/cert-manager.io_certificates.yaml\n"),
+        "{project}"
+    );
+    assert!(
+        d.join("src/external/cert_manager/v1/certificate.rs")
+            .is_file()
+    );
+}
+
+#[test]
 fn a_controller_for_another_operators_kind_gets_types_from_its_crd() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();

@@ -57,6 +57,11 @@ pub struct Args {
     /// `<group>.` in the CRD's group.
     #[arg(long, value_name = "DOMAIN", requires = "external_api_path")]
     pub external_api_domain: Option<Domain>,
+    /// The Go module that holds the external kind (Kubebuilder's flag, e.g.
+    /// `github.com/cert-manager/cert-manager@v1.20.2`): when `--external-api-path` is not a file, its
+    /// CRD is taken from that module in Go's module cache. Recorded in PROJECT.
+    #[arg(long, value_name = "MODULE@VERSION", requires = "external_api_path")]
+    pub external_api_module: Option<String>,
     /// Extra plugin: `deploy-image/v1-alpha` scaffolds a controller that runs `--image` as a Deployment.
     #[arg(long, value_name = "PLUGIN")]
     pub plugins: Option<String>,
@@ -109,6 +114,7 @@ pub fn run(args: Args) -> Result<()> {
         external: args.external_api_path.map(|crd| ExternalOptions {
             crd,
             domain: args.external_api_domain,
+            module: args.external_api_module,
         }),
     };
     let plan = crate::plugins::create_api(&args.project.dir, &options, image.as_ref())?;

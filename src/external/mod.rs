@@ -7,6 +7,7 @@
 //! object, in `config/crd/external/`: its tests install it, and `alpha generate` reads it again.
 
 pub mod codegen;
+pub mod go_module;
 
 use std::path::Path;
 

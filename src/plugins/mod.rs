@@ -117,5 +117,6 @@ fn external_options(input: &Path, resource: &Resource) -> Result<Option<rust::Ex
         domain: (!resource.domain.is_empty())
             .then(|| resource.domain.parse())
             .transpose()?,
+        module: resource.module.clone(),
     }))
 }

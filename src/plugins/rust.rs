@@ -84,6 +84,10 @@ pub struct ExternalOptions {
     pub crd: PathBuf,
     /// The domain of the CRD's API group, when given; else what follows `<group>.` in it.
     pub domain: Option<Domain>,
+    /// The Go module of the kind's types (`--external-api-module`, Kubebuilder's flag): when `crd` is
+    /// not a file (Kubebuilder's flag names a Go import path there), the CRD is looked for in that
+    /// module in Go's module cache. Recorded in PROJECT as `module`.
+    pub module: Option<String>,
 }
 
 /// Values every template of a project sees.
@@ -537,7 +541,11 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
         external: external.is_some(),
         group: options.group.to_string(),
         kind: options.kind.to_string(),
-        module: existing.as_ref().and_then(|r| r.module.clone()),
+        module: options
+            .external
+            .as_ref()
+            .and_then(|e| e.module.clone())
+            .or_else(|| existing.as_ref().and_then(|r| r.module.clone())),
         path: Some(match (&external, core) {
             (Some(crd), _) => crd.file(),
             (None, Some(core)) => core.path.to_string(),
@@ -610,7 +618,22 @@ fn external_crd(
             "{gvk} is an API of this project (PROJECT has its type), not another operator's\nhelp: drop `--external-api-path` (and `--external-api-domain`)"
         );
     }
-    let crd = ExternalCrd::read(&source.crd, group, version, kind, source.domain.as_ref())?;
+    let file = match &source.module {
+        Some(module) if !source.crd.is_file() => {
+            let api_group = match &source.domain {
+                Some(domain) => group.qualified(domain)?,
+                None => group.to_string(),
+            };
+            external::go_module::crd(module, &api_group, kind.as_str()).with_context(|| {
+                format!(
+                    "`--external-api-path {}` is not a CRD file, and Go's module cache holds no CRD of kind `{kind}` in API group `{api_group}` in `{module}`\nhelp: pass the CRD's YAML file (its release manifest, or `kubectl get crd <plural>.{api_group} -o yaml > crd.yaml`), or run `go mod download {module}` first",
+                    source.crd.display()
+                )
+            })?
+        }
+        _ => source.crd.clone(),
+    };
+    let crd = ExternalCrd::read(&file, group, version, kind, source.domain.as_ref())?;
     if let Some(plural) = &options.plural
         && plural.as_str() != crd.plural
     {
