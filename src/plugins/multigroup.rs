@@ -66,6 +66,18 @@ pub fn edit(dir: &Path, multigroup: bool) -> Result<Edit> {
             resource.group.replace(['-', '.'], "_")
         );
     }
+    if let Some(resource) = project.resources.iter().find(|r| {
+        r.core
+            && r.webhooks
+                .as_ref()
+                .is_some_and(|w| w.defaulting || w.validation)
+    }) {
+        bail!(
+            "cannot move a project with webhooks for built-in kinds to the multigroup layout yet: the webhooks of `{}` would go to the directory of the project's group, not to that of `{}`\nhelp: run `rustbuilder edit --multigroup` before `create webhook` for built-in kinds",
+            resource.kind,
+            resource.group
+        );
+    }
     let group = match groups.iter().collect::<Vec<_>>().as_slice() {
         [] => None,
         [one] => Some(one.parse::<Group>()?),
@@ -171,6 +183,33 @@ pub fn edit(dir: &Path, multigroup: bool) -> Result<Edit> {
         }
     }
 
+    // The webhook tests are named after the group too (`tests/<group>_<kind>_<version>_webhook.rs`),
+    // so that a kind of the same name in another group has its own.
+    let mut renamed_tests = Vec::new();
+    for resource in project.resources.iter().filter(|r| {
+        r.webhooks
+            .as_ref()
+            .is_some_and(|w| w.defaulting || w.validation)
+    }) {
+        let kind: crate::model::Kind = resource.kind.parse()?;
+        let old = format!("{}_{}_webhook", kind.snake(), resource.version);
+        let new = format!("{group_snake}_{old}");
+        for test_dir in ["tests", "tests/e2e"] {
+            let from = PathBuf::from(format!("{test_dir}/{old}.rs"));
+            let Ok(text) = fs::read_to_string(dir.join(&from)) else {
+                continue;
+            };
+            plan.add_edited(
+                format!("{test_dir}/{new}.rs"),
+                text.clone(),
+                rewrite.apply(&text),
+            );
+            plan.remove(&from);
+            moved.insert(from);
+        }
+        renamed_tests.push((old, new));
+    }
+
     // The other Rust files: requalified in place. File paths in strings follow the moves
     // (`include_str!("../src/controller/memcached.rs")`).
     for top in CODE_DIRS {
@@ -205,6 +244,16 @@ pub fn edit(dir: &Path, multigroup: bool) -> Result<Edit> {
                 plan.edit(&path, |_| after)?;
             }
         }
+    }
+
+    if !renamed_tests.is_empty() && dir.join("tests/e2e/main.rs").exists() {
+        plan.edit("tests/e2e/main.rs", |text| {
+            renamed_tests
+                .iter()
+                .fold(text.to_string(), |text, (old, new)| {
+                    text.replace(&format!("mod {old};"), &format!("mod {new};"))
+                })
+        })?;
     }
 
     // The group's module lists, and the top-level lists that now name the group.
