@@ -29,7 +29,8 @@ use crate::shell;
                         --programmatic-validation --validation-path /custom-validate-memcached"
 )]
 pub struct Args {
-    /// API group, without the domain (e.g. `cache`).
+    /// API group, without the domain (e.g. `cache`); for a built-in kind its Kubernetes group (`apps`,
+    /// `core`, `networking`).
     #[arg(long)]
     pub group: Group,
     /// API version: with `--conversion`, the hub (the version the API server stores).
