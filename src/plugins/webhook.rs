@@ -87,6 +87,8 @@ struct WebhookContext {
     /// A built-in kind's spec the API server accepts, as a `json!` body, when its metadata is not
     /// enough.
     core_sample: Option<&'static str>,
+    /// For an external kind whose spec has required fields: the smallest spec its CRD admits, as JSON.
+    external_sample: Option<String>,
     /// `cache/` in a multigroup project, else empty.
     group_path: String,
     /// `cache::` in a multigroup project, else empty: the group's module below `api` and `webhook`.
@@ -358,6 +360,12 @@ pub fn create_webhook(dir: &Path, options: &WebhookOptions) -> Result<Plan> {
         spec_default,
         core_sample: match &target {
             Target::Core(core) => core_sample(core),
+            _ => None,
+        },
+        external_sample: match &target {
+            Target::External(crd) if !spec_default => {
+                Some(serde_json::to_string_pretty(&crd.sample_spec(version)?)?)
+            }
             _ => None,
         },
         mutate_path,
