@@ -144,6 +144,56 @@ name_type!(
     ControllerName
 );
 
+name_type!(
+    /// The route of an admission webhook on the manager's webhook server (`--defaulting-path`,
+    /// `--validation-path`), e.g. `/custom-mutate-sailor`.
+    WebhookPath
+);
+
+impl FromStr for WebhookPath {
+    type Err = InvalidName;
+    fn from_str(s: &str) -> Result<Self, InvalidName> {
+        const WHAT: &str = "webhook path";
+        let fix = "use an absolute path of letters, digits, `-`, `_`, `.` and `~` between single `/`, e.g. `/custom-mutate-memcached`";
+        let rule = if s.is_empty() {
+            Some("it is empty".to_string())
+        } else if !s.starts_with('/') {
+            Some("the API server calls the webhook at this path of the webhook server's URL, so it starts with `/`".to_string())
+        } else if s == "/" {
+            Some("`/` names no webhook".to_string())
+        } else if let Some(c) = s
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || "/-_.~".contains(*c)))
+        {
+            Some(match c {
+                '?' | '#' => {
+                    format!("`{c}` starts a query or fragment: the API server calls a path alone")
+                }
+                c if c.is_whitespace() => "it holds whitespace".to_string(),
+                ',' | '=' | ';' => format!(
+                    "`{c}` would break the `// +rustbuilder:webhook:` marker that holds the path"
+                ),
+                c => format!("`{c}` is not allowed in a webhook path"),
+            })
+        } else if s.split('/').skip(1).any(|segment| segment.is_empty()) {
+            Some("it has an empty segment (`//`, or a trailing `/`)".to_string())
+        } else if s
+            .split('/')
+            .any(|segment| segment == "." || segment == "..")
+        {
+            Some("`.` and `..` segments are not allowed: the path is used as written".to_string())
+        } else if s == "/convert" {
+            Some("`/convert` is the conversion webhook's route".to_string())
+        } else {
+            None
+        };
+        match rule {
+            Some(rule) => Err(invalid(WHAT, s, rule, fix)),
+            None => Ok(Self(s.to_string())),
+        }
+    }
+}
+
 impl FromStr for ControllerName {
     type Err = InvalidName;
     fn from_str(s: &str) -> Result<Self, InvalidName> {
@@ -448,6 +498,31 @@ mod tests {
             ("data", "data"),
         ] {
             assert_eq!(pluralize(word), plural);
+        }
+    }
+
+    #[test]
+    fn webhook_paths_are_absolute_url_paths() {
+        for good in ["/custom-mutate-sailor", "/v1/validate_admiral", "/a.b~c"] {
+            assert_eq!(good.parse::<WebhookPath>().unwrap().as_str(), good);
+        }
+        for (bad, why) in [
+            ("", "empty"),
+            ("custom", "starts with `/`"),
+            ("/", "names no webhook"),
+            ("/a b", "whitespace"),
+            ("/a?x=1", "query"),
+            ("/a#b", "fragment"),
+            ("/a,b", "marker"),
+            ("/a//b", "empty segment"),
+            ("/a/", "empty segment"),
+            ("/a/../b", "`..`"),
+            ("/convert", "conversion"),
+            ("/caf\u{e9}", "not allowed"),
+        ] {
+            let err = bad.parse::<WebhookPath>().unwrap_err();
+            assert!(err.rule.contains(why), "{bad:?}: {err}");
+            assert!(err.fix.contains("/custom-mutate-memcached"), "{err}");
         }
     }
 

@@ -562,7 +562,7 @@ fn a_namespaced_project_gets_a_role_and_watches_its_namespace() {
     );
     let e2e = read(d, "tests/e2e/main.rs");
     assert!(
-        e2e.contains(".env(\"WATCH_NAMESPACE\", NAMESPACE)"),
+        e2e.contains("    watch_namespace: true,\n"),
         "{e2e}"
     );
     let controller = read(d, "src/controller/memcached.rs");
@@ -3274,5 +3274,378 @@ fn the_chart_of_a_project_with_webhooks_switches_them_and_cert_manager() {
             "        volumeMounts:\n        - mountPath: /tmp/k8s-webhook-server/serving-certs\n"
         ),
         "{manager}"
+    );
+}
+
+/// `create webhook` with the flags after `--group <group> --version <version> --kind <kind>`.
+fn webhook_args<'a>(
+    group: &'a str,
+    version: &'a str,
+    kind: &'a str,
+    flags: &[&'a str],
+) -> Vec<&'a str> {
+    let mut args = vec![
+        "create",
+        "webhook",
+        "--group",
+        group,
+        "--version",
+        version,
+        "--kind",
+        kind,
+    ];
+    args.extend(flags);
+    args
+}
+
+fn issuer_crd() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/issuer-crd.yaml")
+        .display()
+        .to_string()
+}
+
+#[test]
+fn create_webhook_for_built_in_and_external_kinds_and_at_custom_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // In PROJECT's order (group, version, kind), so that `alpha generate` replays the same steps.
+    let init = [
+        "init",
+        "--domain",
+        "example.com",
+        "--project-name",
+        "memcached-operator",
+    ];
+    ok(d, &init);
+    // Deployment has a controller already (`core: true` in PROJECT); Pod has nothing.
+    let deployment_controller = ["create", "api", "--group", "apps", "--version", "v1"];
+    ok(
+        d,
+        &[
+            &deployment_controller[..],
+            &["--kind", "Deployment", "--resource=false"],
+        ]
+        .concat(),
+    );
+    let memcached_api = ["create", "api", "--group", "cache", "--version", "v1alpha1"];
+    ok(d, &[&memcached_api[..], &["--kind", "Memcached"]].concat());
+
+    let both = ["--defaulting", "--programmatic-validation"];
+    ok(d, &webhook_args("apps", "v1", "Deployment", &both));
+    let custom = [
+        "--defaulting",
+        "--programmatic-validation",
+        "--defaulting-path",
+        "/custom-mutate-memcached",
+        "--validation-path",
+        "/custom-validate-memcached",
+    ];
+    ok(d, &webhook_args("cache", "v1alpha1", "Memcached", &custom));
+    let crd = issuer_crd();
+    let external = [
+        "--defaulting",
+        "--external-api-path",
+        &crd,
+        "--external-api-domain",
+        "io",
+    ];
+    ok(d, &webhook_args("cert-manager", "v1", "Issuer", &external));
+    // The external kind is in PROJECT now: another webhook for it needs no flag.
+    let validation = ["--programmatic-validation"];
+    ok(
+        d,
+        &webhook_args("cert-manager", "v1", "Issuer", &validation),
+    );
+    ok(d, &webhook_args("core", "v1", "Pod", &validation));
+
+    // Built-in kinds: the k8s-openapi type, the API server's group (empty for core) and Kubebuilder's
+    // routes.
+    let deployment = read(d, "src/webhook/v1/deployment.rs");
+    for expected in [
+        "use k8s_openapi::api::apps::v1::Deployment;",
+        "// +rustbuilder:webhook:path=/mutate-apps-v1-deployment,mutating=true,failurePolicy=fail,sideEffects=None,groups=apps,resources=deployments,verbs=create;update,versions=v1,name=mdeployment-v1.kb.io,",
+        "path=/validate-apps-v1-deployment,mutating=false",
+        "use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;",
+    ] {
+        assert!(
+            deployment.contains(expected),
+            "{expected:?} missing:\n{deployment}"
+        );
+    }
+    assert!(!deployment.contains("crate::api"), "{deployment}");
+    let pod = read(d, "src/webhook/v1/pod.rs");
+    assert!(
+        pod.contains("path=/validate--v1-pod,mutating=false,failurePolicy=fail,sideEffects=None,groups=\"\",resources=pods,"),
+        "{pod}"
+    );
+    let pod_test = read(d, "tests/pod_v1_webhook.rs");
+    assert!(pod_test.contains("\"containers\": [{"), "{pod_test}");
+    assert!(!pod_test.contains("CustomResourceExt"), "{pod_test}");
+    // Another operator's kind: its types in src/external/, its CRD installed by the test.
+    let issuer = read(d, "src/webhook/v1/issuer.rs");
+    assert!(
+        issuer.contains("use crate::external::cert_manager::v1::Issuer;"),
+        "{issuer}"
+    );
+    assert!(
+        issuer.contains("groups=cert-manager.io,resources=issuers,"),
+        "{issuer}"
+    );
+    assert!(
+        issuer.contains("path=/mutate-cert-manager-io-v1-issuer,"),
+        "{issuer}"
+    );
+    assert!(read(d, "src/external/cert_manager/v1/issuer.rs").contains("pub struct IssuerSpec"));
+    assert!(
+        d.join("config/crd/external/cert-manager.io_issuers.yaml")
+            .exists()
+    );
+    let issuer_test = read(d, "tests/issuer_v1_webhook.rs");
+    assert!(
+        issuer_test
+            .contains(".crd_dir(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/config/crd/external\"))"),
+        "{issuer_test}"
+    );
+    // The e2e journey is for the project's own kinds, whose samples it creates.
+    let e2e = read(d, "tests/e2e/main.rs");
+    assert!(e2e.contains("mod memcached_v1alpha1_webhook;"), "{e2e}");
+    for kind in ["deployment", "pod", "issuer"] {
+        assert!(!d.join(format!("tests/e2e/{kind}_v1_webhook.rs")).exists());
+        assert!(!e2e.contains(&format!("mod {kind}_v1_webhook;")), "{e2e}");
+    }
+    // Custom paths: in the markers, and where the manager and the test serve the webhooks.
+    let memcached = read(d, "src/webhook/v1alpha1/memcached.rs");
+    assert!(
+        memcached.contains("webhook:path=/custom-mutate-memcached,mutating=true"),
+        "{memcached}"
+    );
+    assert!(
+        memcached.contains("webhook:path=/custom-validate-memcached,mutating=false"),
+        "{memcached}"
+    );
+    let main = read(d, "src/main.rs");
+    let main_flat: String = main.split_whitespace().collect();
+    for expected in [
+        "manager.webhooks().defaulter(webhook::v1::deployment::DeploymentWebhook);",
+        "manager.webhooks().validator(webhook::v1::pod::PodWebhook);",
+        "manager.webhooks().defaulter(webhook::v1::issuer::IssuerWebhook);",
+        "manager.webhooks().defaulter_at(\"/custom-mutate-memcached\",webhook::v1alpha1::memcached::MemcachedWebhook,);",
+        "manager.webhooks().validator_at(\"/custom-validate-memcached\",webhook::v1alpha1::memcached::MemcachedWebhook,);",
+    ] {
+        let expected: String = expected.split_whitespace().collect();
+        assert!(
+            main_flat.contains(&expected),
+            "{expected:?} missing:\n{main}"
+        );
+    }
+    let memcached_test = read(d, "tests/memcached_v1alpha1_webhook.rs");
+    assert!(
+        memcached_test
+            .contains("webhooks.defaulter_at(\"/custom-mutate-memcached\", MemcachedWebhook);"),
+        "{memcached_test}"
+    );
+
+    // PROJECT records them as Kubebuilder does, with the Rust type (or the CRD copy) as the path.
+    let project = read(d, "PROJECT");
+    for entry in [
+        "- controller: true\n  core: true\n  group: apps\n  kind: Deployment\n  path: k8s_openapi::api::apps::v1::Deployment\n  version: v1\n  webhooks:\n    defaulting: true\n    validation: true\n    webhookVersion: v1\n",
+        "- core: true\n  group: core\n  kind: Pod\n  path: k8s_openapi::api::core::v1::Pod\n  version: v1\n  webhooks:\n    validation: true\n    webhookVersion: v1\n",
+        "- domain: io\n  external: true\n  group: cert-manager\n  kind: Issuer\n  path: config/crd/external/cert-manager.io_issuers.yaml\n  version: v1\n  webhooks:\n    defaulting: true\n    validation: true\n    webhookVersion: v1\n",
+        "  webhooks:\n    defaulting: true\n    defaultingPath: /custom-mutate-memcached\n    validation: true\n    validationPath: /custom-validate-memcached\n    webhookVersion: v1\n",
+    ] {
+        assert!(project.contains(entry), "{entry:?} missing:\n{project}");
+    }
+
+    // `--force` at another path moves the registration: one line per webhook.
+    ok(
+        d,
+        &webhook_args(
+            "core",
+            "v1",
+            "Pod",
+            &[
+                "--programmatic-validation",
+                "--validation-path",
+                "/check-pods",
+                "--force",
+            ],
+        ),
+    );
+    let main = read(d, "src/main.rs");
+    assert!(
+        main.contains("validator_at(\"/check-pods\", webhook::v1::pod::PodWebhook)"),
+        "{main}"
+    );
+    assert!(
+        !main.contains("validator(webhook::v1::pod::PodWebhook)"),
+        "{main}"
+    );
+    assert!(read(d, "src/webhook/v1/pod.rs").contains("webhook:path=/check-pods,"));
+
+    // `alpha generate` replays it all from PROJECT (and the CRD copy).
+    let (_out, again) = regenerated(d);
+    assert!(
+        sources(&again) == sources(d),
+        "alpha generate made another project"
+    );
+}
+
+#[test]
+fn create_webhook_refuses_bad_paths_and_kinds_and_changes_nothing() {
+    let dir = memcached_project();
+    let d = dir.path();
+    let memcached = |flags: &[&'static str]| webhook_args("cache", "v1alpha1", "Memcached", flags);
+    for (path, why) in [
+        ("custom-mutate", "starts with `/`"),
+        ("/custom mutate", "whitespace"),
+        ("/custom?x=1", "query"),
+        ("/custom#top", "fragment"),
+        ("/a/../b", "`..`"),
+        ("", "it is empty"),
+    ] {
+        let mut args = memcached(&["--defaulting", "--defaulting-path"]);
+        args.push(path);
+        refused(d, &args, &["invalid webhook path", why, "help:"]);
+    }
+    refused(
+        d,
+        &memcached(&[
+            "--programmatic-validation",
+            "--defaulting-path",
+            "/custom-mutate",
+        ]),
+        &["`--defaulting` is not given", "help: add `--defaulting`"],
+    );
+    refused(
+        d,
+        &memcached(&["--defaulting", "--validation-path", "/custom-validate"]),
+        &["`--programmatic-validation` is not given", "help:"],
+    );
+    refused(
+        d,
+        &memcached(&[
+            "--defaulting",
+            "--programmatic-validation",
+            "--defaulting-path",
+            "/same",
+            "--validation-path",
+            "/same",
+        ]),
+        &["are both `/same`", "each webhook needs its own", "help:"],
+    );
+    ok(
+        d,
+        &webhook_args("apps", "v1", "Deployment", &["--defaulting"]),
+    );
+    refused(
+        d,
+        &memcached(&[
+            "--defaulting",
+            "--defaulting-path",
+            "/mutate-apps-v1-deployment",
+        ]),
+        &[
+            "`/mutate-apps-v1-deployment` is already the route of a webhook of `apps/v1, Kind=Deployment`",
+            "help: choose another path with `--defaulting-path`",
+        ],
+    );
+    // Kinds that are neither the project's, nor built-in, nor given by their CRD.
+    refused(
+        d,
+        &webhook_args("apps", "v1beta1", "Deployment", &["--defaulting"]),
+        &[
+            "not a Kubernetes built-in kind",
+            "help: the built-in `apps` `Deployment` is at `--version v1`",
+        ],
+    );
+    refused(
+        d,
+        &webhook_args("cache", "v1alpha1", "Redis", &["--defaulting"]),
+        &[
+            "no API for `cache.example.com/v1alpha1, Kind=Redis`",
+            "`--external-api-path <CRD file>`",
+        ],
+    );
+    refused(
+        d,
+        &webhook_args(
+            "apps",
+            "v1",
+            "Deployment",
+            &["--conversion", "--spoke", "v1beta1"],
+        ),
+        &["is not an API of this project", "help: drop `--conversion`"],
+    );
+    let crd = issuer_crd();
+    refused(
+        d,
+        &webhook_args(
+            "cert-manager",
+            "v1",
+            "Issuer",
+            &["--defaulting", "--external-api-path", "missing.yaml"],
+        ),
+        &["cannot read the CRD file `missing.yaml`"],
+    );
+    refused(
+        d,
+        &webhook_args(
+            "apps",
+            "v1",
+            "Deployment",
+            &["--programmatic-validation", "--external-api-path", &crd],
+        ),
+        &["is a Kubernetes built-in kind"],
+    );
+    ok(
+        d,
+        &webhook_args(
+            "cert-manager",
+            "v1",
+            "Issuer",
+            &["--defaulting", "--external-api-path", &crd],
+        ),
+    );
+    refused(
+        d,
+        &webhook_args(
+            "cert-manager",
+            "v1",
+            "Issuer",
+            &["--programmatic-validation", "--external-api-path", &crd],
+        ),
+        &[
+            "is in PROJECT already as another operator's kind",
+            "help: drop `--external-api-path`",
+        ],
+    );
+}
+
+#[test]
+fn webhook_tests_are_named_after_the_group_in_a_multigroup_project() {
+    let dir = multigroup_project();
+    let d = dir.path();
+    // In PROJECT's order, as `alpha generate` replays them.
+    let validation = ["--programmatic-validation"];
+    ok(d, &webhook_args("apps", "v1", "Deployment", &validation));
+    ok(
+        d,
+        &webhook_args("ship", "v1beta1", "Frigate", &["--defaulting"]),
+    );
+    for path in [
+        "src/webhook/ship/v1beta1/frigate.rs",
+        "tests/ship_frigate_v1beta1_webhook.rs",
+        "tests/e2e/ship_frigate_v1beta1_webhook.rs",
+        "src/webhook/apps/v1/deployment.rs",
+        "tests/apps_deployment_v1_webhook.rs",
+    ] {
+        assert!(d.join(path).exists(), "{path} missing");
+    }
+    assert!(read(d, "tests/e2e/main.rs").contains("mod ship_frigate_v1beta1_webhook;"));
+    let (_out, again) = regenerated(d);
+    assert!(
+        sources(&again) == sources(d),
+        "alpha generate made another project"
     );
 }

@@ -3,11 +3,13 @@
 
 use anyhow::Result;
 
-use crate::model::{Group, Kind, Version};
+use crate::model::{Domain, Group, Kind, Version, WebhookPath};
+use crate::plugins::rust::ExternalOptions;
 use crate::plugins::webhook::WebhookOptions;
 use crate::shell;
 
-/// Scaffold a webhook for an API: defaulting, validation, and/or conversion between its versions.
+/// Scaffold a webhook for an API, a Kubernetes built-in kind or another operator's kind: defaulting,
+/// validation, and/or conversion between an API's versions.
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "Examples:\n  # Defaulting and validating webhooks for cache.example.com/v1alpha1 Memcached\n  \
@@ -15,10 +17,20 @@ use crate::shell;
                         --defaulting --programmatic-validation\n\n  \
                         # v1 becomes the hub (the stored version) that v1alpha1 converts to and from\n  \
                         rustbuilder create webhook --group cache --version v1 --kind Memcached \\\n    \
-                        --conversion --spoke v1alpha1"
+                        --conversion --spoke v1alpha1\n\n  \
+                        # Webhooks for a Kubernetes built-in kind (the k8s-openapi type)\n  \
+                        rustbuilder create webhook --group apps --version v1 --kind Deployment \\\n    \
+                        --defaulting --programmatic-validation\n\n  \
+                        # A defaulting webhook for another operator's kind, described by its CRD\n  \
+                        rustbuilder create webhook --group cert-manager --version v1 --kind Issuer \\\n    \
+                        --defaulting --external-api-path issuer-crd.yaml --external-api-domain io\n\n  \
+                        # A validating webhook served at a path of one's own\n  \
+                        rustbuilder create webhook --group cache --version v1alpha1 --kind Memcached \\\n    \
+                        --programmatic-validation --validation-path /custom-validate-memcached"
 )]
 pub struct Args {
-    /// API group, without the domain (e.g. `cache`).
+    /// API group, without the domain (e.g. `cache`); for a built-in kind its Kubernetes group (`apps`,
+    /// `core`, `networking`).
     #[arg(long)]
     pub group: Group,
     /// API version: with `--conversion`, the hub (the version the API server stores).
@@ -39,6 +51,26 @@ pub struct Args {
     /// The versions that convert to and from the hub, comma-separated (with `--conversion`).
     #[arg(long, value_name = "VERSION,...", value_delimiter = ',')]
     pub spoke: Vec<Version>,
+    /// The defaulting webhook's route, instead of `/mutate-<group>-<version>-<kind>` (with
+    /// `--defaulting`).
+    #[arg(long, value_name = "PATH")]
+    pub defaulting_path: Option<WebhookPath>,
+    /// The validating webhook's route, instead of `/validate-<group>-<version>-<kind>` (with
+    /// `--programmatic-validation`).
+    #[arg(long, value_name = "PATH")]
+    pub validation_path: Option<WebhookPath>,
+    /// Another operator's kind not yet in PROJECT: the YAML file of its CRD. Its Rust types are
+    /// generated into `src/external/` first, and a copy is kept in `config/crd/external/`.
+    #[arg(long, value_name = "CRD_FILE")]
+    pub external_api_path: Option<std::path::PathBuf>,
+    /// The domain of the external kind's API group (`<group>.<domain>`); by default what follows
+    /// `<group>.` in the CRD's group.
+    #[arg(long, value_name = "DOMAIN", requires = "external_api_path")]
+    pub external_api_domain: Option<Domain>,
+    /// The Go module that holds the external kind (Kubebuilder's flag): when `--external-api-path` is
+    /// not a file, its CRD is taken from that module in Go's module cache.
+    #[arg(long, value_name = "MODULE@VERSION", requires = "external_api_path")]
+    pub external_api_module: Option<String>,
     /// Scaffold the webhook again even if it exists (its files are overwritten).
     #[arg(long)]
     pub force: bool,
@@ -55,6 +87,13 @@ pub fn run(args: Args) -> Result<()> {
         validation: args.programmatic_validation,
         conversion: args.conversion,
         spokes: args.spoke,
+        defaulting_path: args.defaulting_path,
+        validation_path: args.validation_path,
+        external: args.external_api_path.map(|crd| ExternalOptions {
+            crd,
+            domain: args.external_api_domain,
+            module: args.external_api_module,
+        }),
         force: args.force,
     };
     let plan = crate::plugins::webhook::create_webhook(&args.project.dir, &options)?;

@@ -187,6 +187,17 @@ impl ExternalCrd {
             .with_context(|| format!("cannot generate Rust types from the CRD `{}`", self.name()))
     }
 
+    /// The smallest `spec` the schema of `version` admits: its required fields, recursively, each with
+    /// a placeholder of its type (the first value of an enum, its minimum, `"sample"`), for a test
+    /// that creates an object of the kind.
+    pub fn sample_spec(&self, version: &Version) -> Result<Value> {
+        let schema = self.schema(version)?;
+        Ok(schema
+            .get("properties")
+            .and_then(|p| p.get("spec"))
+            .map_or_else(|| Value::Object(Default::default()), minimal))
+    }
+
     fn schema(&self, version: &Version) -> Result<&Value> {
         versions(&self.object)
             .find(|v| str_at(v, &["name"]) == Some(version.as_str()))
@@ -201,6 +212,55 @@ impl ExternalCrd {
 }
 
 /// The CustomResourceDefinitions of a YAML text: every document, and the items of `List`s.
+/// The smallest value `schema` admits (see [`ExternalCrd::sample_spec`]).
+fn minimal(schema: &Value) -> Value {
+    if let Some(first) = schema
+        .get("enum")
+        .and_then(Value::as_array)
+        .and_then(|e| e.first())
+    {
+        return first.clone();
+    }
+    if schema.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
+        return Value::from(1);
+    }
+    let minimum = || {
+        schema
+            .get("minimum")
+            .and_then(Value::as_i64)
+            .map_or(1, |m| m.max(1))
+    };
+    match schema.get("type").and_then(Value::as_str) {
+        Some("object") => {
+            let properties = schema.get("properties");
+            let fields = schema
+                .get("required")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .filter_map(|name| {
+                    let field = properties?.get(name)?;
+                    Some((name.to_string(), minimal(field)))
+                });
+            Value::Object(fields.collect())
+        }
+        Some("array") => {
+            let count = schema.get("minItems").and_then(Value::as_u64).unwrap_or(0);
+            let item = schema.get("items").map_or(Value::Null, minimal);
+            Value::Array((0..count).map(|_| item.clone()).collect())
+        }
+        Some("integer") => Value::from(minimum()),
+        Some("number") => Value::from(minimum() as f64),
+        Some("boolean") => Value::Bool(false),
+        Some("string") => match schema.get("format").and_then(Value::as_str) {
+            Some("date-time") => Value::from("2026-01-01T00:00:00Z"),
+            _ => Value::from("sample"),
+        },
+        _ => Value::Object(Default::default()),
+    }
+}
+
 fn parse(text: &str) -> Result<Vec<Value>> {
     let mut crds = Vec::new();
     let mut others = Vec::new();
@@ -291,6 +351,43 @@ fn list(items: &[&str]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_sample_spec_holds_the_required_fields_only() {
+        let crd: ExternalCrd = ExternalCrd {
+            api_group: "example.io".into(),
+            domain: "io".into(),
+            kind: "Widget".into(),
+            plural: "widgets".into(),
+            namespaced: true,
+            object: serde_json::json!({ "spec": { "versions": [{ "name": "v1", "schema": { "openAPIV3Schema": {
+                "type": "object",
+                "properties": { "spec": {
+                    "type": "object",
+                    "required": ["secretName", "issuerRef", "usages", "replicas", "mode"],
+                    "properties": {
+                        "secretName": { "type": "string" },
+                        "issuerRef": { "type": "object", "required": ["name"], "properties": {
+                            "name": { "type": "string" }, "kind": { "type": "string" } } },
+                        "usages": { "type": "array", "minItems": 1, "items": { "type": "string", "enum": ["server auth", "client auth"] } },
+                        "replicas": { "type": "integer", "minimum": 3 },
+                        "mode": { "x-kubernetes-int-or-string": true },
+                        "duration": { "type": "string" },
+                    },
+                } },
+            } } }] } }),
+        };
+        assert_eq!(
+            crd.sample_spec(&"v1".parse().unwrap()).unwrap(),
+            serde_json::json!({
+                "secretName": "sample",
+                "issuerRef": { "name": "sample" },
+                "usages": ["server auth"],
+                "replicas": 3,
+                "mode": 1,
+            })
+        );
+    }
+
     use super::*;
 
     const FIXTURE: &str = include_str!("../../tests/fixtures/certificate-crd.yaml");

@@ -91,6 +91,18 @@ pub fn generate(project: &Project, input: &Path, output: &Path) -> Result<()> {
                 .iter()
                 .map(|s| s.parse())
                 .collect::<Result<_, _>>()?,
+            defaulting_path: webhooks
+                .defaulting_path
+                .as_deref()
+                .map(str::parse)
+                .transpose()?,
+            validation_path: webhooks
+                .validation_path
+                .as_deref()
+                .map(str::parse)
+                .transpose()?,
+            // Built-in and external kinds are in PROJECT: their webhooks need no more.
+            external: None,
             force: false,
         };
         webhook::create_webhook(output, &options)?.apply()?;

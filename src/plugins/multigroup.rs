@@ -66,6 +66,18 @@ pub fn edit(dir: &Path, multigroup: bool) -> Result<Edit> {
             resource.group.replace(['-', '.'], "_")
         );
     }
+    if let Some(resource) = project.resources.iter().find(|r| {
+        r.core
+            && r.webhooks
+                .as_ref()
+                .is_some_and(|w| w.defaulting || w.validation)
+    }) {
+        bail!(
+            "cannot move a project with webhooks for built-in kinds to the multigroup layout yet: the webhooks of `{}` would go to the directory of the project's group, not to that of `{}`\nhelp: run `rustbuilder edit --multigroup` before `create webhook` for built-in kinds",
+            resource.kind,
+            resource.group
+        );
+    }
     let group = match groups.iter().collect::<Vec<_>>().as_slice() {
         [] => None,
         [one] => Some(one.parse::<Group>()?),

@@ -50,11 +50,9 @@ const WATCH_ENV: &str = "        # The manager watches the namespace it runs in,
 ";
 /// The manager's first variable, which `init` writes: `WATCH_NAMESPACE` follows it.
 const ENV_ANCHOR: &str = "        - name: LOG_FORMAT\n          value: json\n";
-const E2E_ANCHOR: &str = "            .env(\"POD_NAMESPACE\", NAMESPACE)\n";
-const E2E_WATCH: &str =
-    "            // As config/manager sets it: the manager watches its own namespace only.
-            .env(\"WATCH_NAMESPACE\", NAMESPACE)
-";
+/// Where the e2e tests say whether the manager they start watches its own namespace only.
+const E2E_CLUSTER_WIDE: &str = "    watch_namespace: false,\n";
+const E2E_WATCH: &str = "    watch_namespace: true,\n";
 
 /// Plans `edit --namespaced=<namespaced>` for the project at `dir`.
 pub fn edit(dir: &Path, namespaced: bool) -> Result<Edit> {
@@ -79,14 +77,14 @@ pub fn edit(dir: &Path, namespaced: bool) -> Result<Edit> {
                 ENV_ANCHOR,
                 &format!("{ENV_ANCHOR}{WATCH_ENV}"),
             )?,
-            replace_once(&e2e, E2E, E2E_ANCHOR, &format!("{E2E_ANCHOR}{E2E_WATCH}"))?,
+            replace_once(&e2e, E2E, E2E_CLUSTER_WIDE, E2E_WATCH)?,
         )
     } else {
         (
             replace_once(&role, ROLE, NAMESPACE_ROLE, CLUSTER_ROLE)?,
             rebind(&binding, NAMESPACE_BINDING, CLUSTER_BINDING, false)?,
             replace_once(&manager, MANAGER, WATCH_ENV, "")?,
-            replace_once(&e2e, E2E, E2E_WATCH, "")?,
+            replace_once(&e2e, E2E, E2E_WATCH, E2E_CLUSTER_WIDE)?,
         )
     };
     project.namespaced = namespaced;

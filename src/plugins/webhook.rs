@@ -12,10 +12,13 @@ use std::path::Path;
 use anyhow::{Result, bail};
 use serde::Serialize;
 
-use super::rust::ProjectContext;
-use crate::model::{Domain, Group, Kind, Version};
+use super::rust::{self, ApiOptions, ExternalOptions, ProjectContext};
+use crate::core_types::{self, CoreType};
+use crate::external::{self, ExternalCrd};
+use crate::model::{Domain, Group, Kind, Version, WebhookPath};
 use crate::project::{self, Project, Resource, Webhooks};
 use crate::scaffold::{self, Insertion, Plan};
+use crate::versions;
 
 /// The AdmissionReview version of the generated webhooks.
 const WEBHOOK_VERSION: &str = "v1";
@@ -32,7 +35,24 @@ pub struct WebhookOptions {
     /// `--conversion`: this version is the hub the `spokes` convert to and from.
     pub conversion: bool,
     pub spokes: Vec<Version>,
+    /// `--defaulting-path`: the defaulting webhook's route instead of `/mutate-<group>-<version>-<kind>`.
+    pub defaulting_path: Option<WebhookPath>,
+    /// `--validation-path`: the validating webhook's route instead of `/validate-…`.
+    pub validation_path: Option<WebhookPath>,
+    /// `--external-api-path`: the kind is another operator's, not yet in PROJECT; its types are
+    /// generated first, as `create api --resource=false --controller=false` does.
+    pub external: Option<ExternalOptions>,
     pub force: bool,
+}
+
+/// Where the type a webhook is called for comes from.
+enum Target {
+    /// The project's own API (`create api`): `crate::api::…`.
+    Own,
+    /// A Kubernetes built-in kind: the k8s-openapi type.
+    Core(&'static CoreType),
+    /// Another operator's kind: the types generated from its CRD into `src/external/`.
+    External(ExternalCrd),
 }
 
 /// Values the webhook templates see, on top of the project's.
@@ -40,7 +60,12 @@ pub struct WebhookOptions {
 struct WebhookContext {
     group: String,
     group_snake: String,
+    /// The API group as the API server names it: `cache.example.com`, `apps`, empty for core.
     qualified_group: String,
+    /// The group in the marker's `groups=`: the API group, or `""` for core.
+    marker_group: String,
+    /// `apps/v1`, `v1` (core), `cache.example.com/v1alpha1`.
+    api_version: String,
     version: String,
     kind: String,
     kind_snake: String,
@@ -50,6 +75,22 @@ struct WebhookContext {
     plural: String,
     /// The plural as a Rust identifier.
     plural_snake: String,
+    namespaced: bool,
+    /// The kind's Rust type in the crate (`crate::api::v1alpha1::Memcached`), in k8s-openapi
+    /// (`k8s_openapi::api::apps::v1::Deployment`) or generated from another operator's CRD
+    /// (`crate::external::cert_manager::v1::Issuer`).
+    type_path: String,
+    /// The same type seen from the tests: the crate's name in place of `crate`.
+    test_type_path: String,
+    /// Where the type comes from: `own`, `core` or `external`.
+    source: &'static str,
+    /// Whether `Kind::new(name, Default::default())` builds an object (own and external kinds).
+    spec_default: bool,
+    /// A built-in kind's spec the API server accepts, as a `json!` body, when its metadata is not
+    /// enough.
+    core_sample: Option<&'static str>,
+    /// For an external kind whose spec has required fields: the smallest spec its CRD admits, as JSON.
+    external_sample: Option<String>,
     /// `cache/` in a multigroup project, else empty.
     group_path: String,
     /// `cache::` in a multigroup project, else empty: the group's module below `api` and `webhook`.
@@ -61,6 +102,10 @@ struct WebhookContext {
     /// The routes, as the runtime serves them and Kubebuilder names them.
     mutate_path: String,
     validate_path: String,
+    /// How `src/main.rs` and the test register the webhooks: `defaulter(MemcachedWebhook)`, or
+    /// `defaulter_at("/custom-path", MemcachedWebhook)` for a custom path.
+    defaulter_call: String,
+    validator_call: String,
     /// The stem of the tests' files, one per version of a kind: `memcached_v1alpha1_webhook`.
     webhook_test: String,
     /// Which webhooks the kind's file holds (rendered whole) or gains (fragments).
@@ -113,55 +158,101 @@ fn scaffolded_fields(deploy_image: bool) -> (Vec<Field>, Vec<Field>) {
 
 /// Plans `create webhook` in the project at `dir`.
 pub fn create_webhook(dir: &Path, options: &WebhookOptions) -> Result<Plan> {
-    let mut project = Project::load(dir)?;
-    let domain: Domain = project.domain.parse()?;
-    let qualified_group = options.group.qualified(&domain)?;
     let (group, version, kind) = (&options.group, &options.version, &options.kind);
-    let gvk = format!("`{qualified_group}/{version}, Kind={kind}`");
-
-    if !(options.defaulting || options.validation || options.conversion) {
-        bail!(
-            "nothing to scaffold: `create webhook` needs at least one of `--defaulting`, `--programmatic-validation` and `--conversion`\nhelp: e.g. `rustbuilder create webhook --group {group} --version {version} --kind {kind} --defaulting --programmatic-validation`"
-        );
-    }
-    if !options.conversion && !options.spokes.is_empty() {
-        bail!(
-            "`--spoke` names the versions a conversion webhook converts, but `--conversion` is not given\nhelp: add `--conversion`, or drop `--spoke`"
-        );
-    }
-    let Some(resource) = project
-        .find(group, version, kind)
-        .filter(|r| r.api.is_some())
-        .cloned()
-    else {
-        bail!(
-            "no API for {gvk} in PROJECT: a webhook needs the type it is called for\nhelp: run `rustbuilder create api --group {group} --version {version} --kind {kind}` first"
-        );
+    check_flags(options)?;
+    // With `--external-api-path`, the kind's types come first, in the same plan: all or nothing.
+    let (mut plan, mut project) = match &options.external {
+        Some(external) => {
+            let loaded = Project::load(dir)?;
+            if let Some(r) = loaded.find(group, version, kind).filter(|r| r.external) {
+                bail!(
+                    "`{group}/{version}, Kind={kind}` is in PROJECT already as another operator's kind, with its CRD in `{}`\nhelp: drop `--external-api-path` (and `--external-api-domain`): the webhook is scaffolded for the kind PROJECT has",
+                    r.path.as_deref().unwrap_or_default()
+                );
+            }
+            let types = rust::plan_api(
+                dir,
+                &ApiOptions {
+                    group: group.clone(),
+                    version: version.clone(),
+                    kind: kind.clone(),
+                    plural: None,
+                    resource: false,
+                    controller: false,
+                    namespaced: true,
+                    force: false,
+                    controller_name: None,
+                    external: Some(external.clone()),
+                },
+            )?;
+            (types.plan, types.project)
+        }
+        None => (Plan::new(dir), Project::load(dir)?),
     };
-    let other_versions: Vec<String> = project
-        .resources
-        .iter()
-        .filter(|r| {
-            r.group == group.as_str()
-                && r.kind == kind.as_str()
-                && r.version != version.as_str()
-                && r.api.is_some()
-        })
-        .map(|r| r.version.clone())
-        .collect();
+    let domain: Domain = project.domain.parse()?;
+    let existing = project.find(group, version, kind).cloned();
+    let target = target(dir, &domain, options, existing.as_ref())?;
+    let (api_group, plural, namespaced) = match &target {
+        Target::Own => {
+            let resource = existing.as_ref().expect("an own API is in PROJECT");
+            let plural = match &resource.plural {
+                Some(p) => p.clone(),
+                None => kind.default_plural().to_string(),
+            };
+            let namespaced = resource.api.as_ref().is_some_and(|a| a.namespaced);
+            (group.qualified(&domain)?, plural, namespaced)
+        }
+        Target::Core(core) => (core.api_group(), core.plural.to_string(), core.namespaced),
+        Target::External(crd) => (crd.api_group.clone(), crd.plural.clone(), crd.namespaced),
+    };
+    // Built-in kinds are named as on the command line (`core/v1`), others with their full group.
+    let gvk = match &target {
+        Target::Core(_) => format!("`{group}/{version}, Kind={kind}`"),
+        _ => format!("`{api_group}/{version}, Kind={kind}`"),
+    };
+
     if options.conversion {
+        if !matches!(target, Target::Own) {
+            bail!(
+                "{gvk} is not an API of this project: a conversion webhook converts between versions of the project's own types\nhelp: drop `--conversion`"
+            );
+        }
+        let other_versions: Vec<String> = project
+            .resources
+            .iter()
+            .filter(|r| {
+                r.group == group.as_str()
+                    && r.kind == kind.as_str()
+                    && r.version != version.as_str()
+                    && r.api.is_some()
+            })
+            .map(|r| r.version.clone())
+            .collect();
         check_conversion(&project, options, &gvk, &other_versions)?;
     }
 
-    let existing = resource.webhooks.clone().unwrap_or_default();
+    let existing_webhooks = existing
+        .as_ref()
+        .and_then(|r| r.webhooks.clone())
+        .unwrap_or_default();
     if !options.force {
         let file = webhook_file(project.multigroup, group, version, kind);
         for (asked, had, what, location) in [
-            (options.defaulting, existing.defaulting, "defaulting", &file),
-            (options.validation, existing.validation, "validation", &file),
+            (
+                options.defaulting,
+                existing_webhooks.defaulting,
+                "defaulting",
+                &file,
+            ),
+            (
+                options.validation,
+                existing_webhooks.validation,
+                "validation",
+                &file,
+            ),
             (
                 options.conversion,
-                existing.conversion,
+                existing_webhooks.conversion,
                 "conversion",
                 &"the spokes' `*_conversion.rs` files".to_string(),
             ),
@@ -173,6 +264,9 @@ pub fn create_webhook(dir: &Path, options: &WebhookOptions) -> Result<Plan> {
             }
         }
     }
+    if options.defaulting || options.validation {
+        check_webhook_file(&project, options)?;
+    }
 
     let base = ProjectContext::new(&project)?;
     let multigroup = project.multigroup;
@@ -182,22 +276,76 @@ pub fn create_webhook(dir: &Path, options: &WebhookOptions) -> Result<Plan> {
     } else {
         (String::new(), String::new())
     };
-    let plural = match &resource.plural {
-        Some(p) => p.clone(),
-        None => kind.default_plural().to_string(),
-    };
     let kind_lower = kind.as_str().to_lowercase();
-    let route = format!(
-        "{}-{version}-{kind_lower}",
-        qualified_group.replace('.', "-")
-    );
     // What the kind's webhook file holds after this command, and what it gains.
-    let defaulting = existing.defaulting || options.defaulting;
-    let validation = existing.validation || options.validation;
+    let defaulting = existing_webhooks.defaulting || options.defaulting;
+    let validation = existing_webhooks.validation || options.validation;
+    // A custom path sticks until another is given.
+    let defaulting_path = options
+        .defaulting_path
+        .as_ref()
+        .map(ToString::to_string)
+        .or_else(|| existing_webhooks.defaulting_path.clone());
+    let validation_path = options
+        .validation_path
+        .as_ref()
+        .map(ToString::to_string)
+        .or_else(|| existing_webhooks.validation_path.clone());
+    let route = default_route(&api_group, version.as_str(), kind.as_str());
+    let mutate_path = defaulting_path
+        .clone()
+        .unwrap_or_else(|| format!("/mutate-{route}"));
+    let validate_path = validation_path
+        .clone()
+        .unwrap_or_else(|| format!("/validate-{route}"));
+    check_paths(
+        &project,
+        options,
+        defaulting.then_some(mutate_path.as_str()),
+        validation.then_some(validate_path.as_str()),
+    )?;
+
+    let webhook_name = format!("{}Webhook", kind);
+    let call = |method: &str, custom: &Option<String>| match custom {
+        Some(path) => format!("{method}_at(\"{path}\", {webhook_name})"),
+        None => format!("{method}({webhook_name})"),
+    };
+    let (type_path, test_type_path, source, spec_default) = match &target {
+        Target::Own => {
+            let rel = format!("api::{group_rel}{version}::{kind}");
+            (
+                format!("crate::{rel}"),
+                format!("{}::{rel}", base.crate_name),
+                "own",
+                true,
+            )
+        }
+        Target::Core(core) => (core.path.to_string(), core.path.to_string(), "core", true),
+        Target::External(crd) => {
+            let rel = format!("{}::{group_snake}::{version}::{kind}", external::MODULE);
+            (
+                format!("crate::{rel}"),
+                format!("{}::{rel}", base.crate_name),
+                "external",
+                spec_derives_default(&crd.rust_types(version)?),
+            )
+        }
+    };
+    let api_version = if api_group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{api_group}/{version}")
+    };
     let api = WebhookContext {
         group: group.to_string(),
         group_snake: group_snake.clone(),
-        qualified_group: qualified_group.clone(),
+        qualified_group: api_group.clone(),
+        marker_group: if api_group.is_empty() {
+            "\"\"".to_string()
+        } else {
+            api_group.clone()
+        },
+        api_version,
         version: version.to_string(),
         kind: kind.to_string(),
         kind_snake: kind.snake(),
@@ -205,15 +353,33 @@ pub fn create_webhook(dir: &Path, options: &WebhookOptions) -> Result<Plan> {
         kind_lower: kind_lower.clone(),
         plural_snake: plural.replace('-', "_"),
         plural,
+        namespaced,
         group_rel: group_rel.clone(),
         api_path: format!("api::{group_rel}{version}"),
         webhook_path: format!("webhook::{group_rel}{version}::{}", kind.snake()),
-        mutate_path: format!("/mutate-{route}"),
-        validate_path: format!("/validate-{route}"),
-        webhook_test: format!(
-            "{}_{version}_webhook",
-            super::rust::group_prefix(multigroup, &group_snake, &kind.snake())
-        ),
+        type_path,
+        test_type_path,
+        source,
+        spec_default,
+        core_sample: match &target {
+            Target::Core(core) => core_sample(core),
+            _ => None,
+        },
+        external_sample: match &target {
+            Target::External(crd) if !spec_default => {
+                Some(serde_json::to_string_pretty(&crd.sample_spec(version)?)?)
+            }
+            _ => None,
+        },
+        mutate_path,
+        validate_path,
+        defaulter_call: call("defaulter", &defaulting_path),
+        validator_call: call("validator", &validation_path),
+        webhook_test: if multigroup {
+            format!("{group_snake}_{}_{version}_webhook", kind.snake())
+        } else {
+            format!("{}_{version}_webhook", kind.snake())
+        },
         group_path,
         defaulting,
         validation,
@@ -222,26 +388,32 @@ pub fn create_webhook(dir: &Path, options: &WebhookOptions) -> Result<Plan> {
     let mut context = tera::Context::from_serialize(&base)?;
     context.extend(tera::Context::from_serialize(&api)?);
 
-    let mut plan = Plan::new(dir);
     plan.add_set("webhook-config", &context)?;
     if multigroup && (options.defaulting || options.validation) {
         plan.add_set("webhook-group", &context)?;
     }
     wire_config(&mut plan, options.defaulting || options.validation)?;
     if options.defaulting || options.validation {
-        plan_admission(&mut plan, &base, &api, &existing, options, &context)?;
+        plan_admission(
+            &mut plan,
+            &base,
+            &api,
+            &existing_webhooks,
+            options,
+            &context,
+        )?;
     }
     if options.conversion {
         plan_conversion(&mut plan, &project, &base, &api, options, &context)?;
     }
 
     let mut webhooks = Webhooks {
-        conversion: existing.conversion || options.conversion,
+        conversion: existing_webhooks.conversion || options.conversion,
         defaulting,
-        defaulting_path: existing.defaulting_path.clone(),
-        spoke: existing.spoke.clone(),
+        defaulting_path,
+        spoke: existing_webhooks.spoke.clone(),
         validation,
-        validation_path: existing.validation_path.clone(),
+        validation_path,
         webhook_version: WEBHOOK_VERSION.to_string(),
     };
     for spoke in &options.spokes {
@@ -249,6 +421,26 @@ pub fn create_webhook(dir: &Path, options: &WebhookOptions) -> Result<Plan> {
             webhooks.spoke.push(spoke.to_string());
         }
     }
+    let resource = match (existing, &target) {
+        (Some(resource), _) => resource,
+        // A built-in kind PROJECT did not have: recorded as `create api --resource=false` records it.
+        (None, Target::Core(core)) => Resource {
+            api: None,
+            controller: false,
+            controllers: Vec::new(),
+            core: true,
+            domain: core.domain.to_string(),
+            external: false,
+            group: group.to_string(),
+            kind: kind.to_string(),
+            module: None,
+            path: Some(core.path.to_string()),
+            plural: None,
+            version: version.to_string(),
+            webhooks: None,
+        },
+        (None, _) => unreachable!("own and external kinds are in PROJECT by now"),
+    };
     project.upsert(Resource {
         webhooks: Some(webhooks),
         ..resource
@@ -262,6 +454,259 @@ pub fn create_webhook(dir: &Path, options: &WebhookOptions) -> Result<Plan> {
         plan.force();
     }
     Ok(plan)
+}
+
+/// The flags on their own: something to scaffold, and each option with the webhook it is for.
+fn check_flags(options: &WebhookOptions) -> Result<()> {
+    let (group, version, kind) = (&options.group, &options.version, &options.kind);
+    if !(options.defaulting || options.validation || options.conversion) {
+        bail!(
+            "nothing to scaffold: `create webhook` needs at least one of `--defaulting`, `--programmatic-validation` and `--conversion`\nhelp: e.g. `rustbuilder create webhook --group {group} --version {version} --kind {kind} --defaulting --programmatic-validation`"
+        );
+    }
+    if !options.conversion && !options.spokes.is_empty() {
+        bail!(
+            "`--spoke` names the versions a conversion webhook converts, but `--conversion` is not given\nhelp: add `--conversion`, or drop `--spoke`"
+        );
+    }
+    if let Some(path) = &options.defaulting_path
+        && !options.defaulting
+    {
+        bail!(
+            "`--defaulting-path {path}` is the route of the defaulting webhook, but `--defaulting` is not given\nhelp: add `--defaulting`, or drop `--defaulting-path`"
+        );
+    }
+    if let Some(path) = &options.validation_path
+        && !options.validation
+    {
+        bail!(
+            "`--validation-path {path}` is the route of the validating webhook, but `--programmatic-validation` is not given\nhelp: add `--programmatic-validation`, or drop `--validation-path`"
+        );
+    }
+    if let (Some(d), Some(v)) = (&options.defaulting_path, &options.validation_path)
+        && d == v
+    {
+        bail!(
+            "`--defaulting-path` and `--validation-path` are both `{d}`: the webhook server routes each call by its path, so each webhook needs its own\nhelp: give them different paths, e.g. `--defaulting-path /custom-mutate-{k} --validation-path /custom-validate-{k}`",
+            k = kind.as_str().to_lowercase()
+        );
+    }
+    Ok(())
+}
+
+/// The type the webhook is for: the kind PROJECT has (the project's API, a built-in kind, another
+/// operator's), else a Kubernetes built-in kind.
+fn target(
+    dir: &Path,
+    domain: &Domain,
+    options: &WebhookOptions,
+    existing: Option<&Resource>,
+) -> Result<Target> {
+    let (group, version, kind) = (&options.group, &options.version, &options.kind);
+    let builtin = core_types::find(group.as_str(), version.as_str(), kind.as_str());
+    match existing {
+        Some(r) if r.api.is_some() => return Ok(Target::Own),
+        // Just planned from `--external-api-path`: its copy is not written yet.
+        Some(r) if r.external && options.external.is_some() => {
+            let source = options.external.as_ref().expect("checked");
+            let crd = ExternalCrd::read(&source.crd, group, version, kind, source.domain.as_ref())?;
+            return Ok(Target::External(crd));
+        }
+        Some(r) if r.external => {
+            let path = r.path.as_deref().unwrap_or_default();
+            let domain = (!r.domain.is_empty())
+                .then(|| r.domain.parse::<Domain>())
+                .transpose()?;
+            let crd = ExternalCrd::read(&dir.join(path), group, version, kind, domain.as_ref())
+                .map_err(|e| {
+                    e.context(format!(
+                        "PROJECT records `{group}/{version}, Kind={kind}` as external, with its CRD in `{path}`"
+                    ))
+                })?;
+            return Ok(Target::External(crd));
+        }
+        _ => {}
+    }
+    if let Some(core) = builtin {
+        return Ok(Target::Core(core));
+    }
+    if existing.is_some_and(|r| r.core) {
+        bail!(
+            "PROJECT records `{group}/{version}, Kind={kind}` as a Kubernetes built-in kind, but k8s-openapi {} has no such kind\nhelp: check the group, version and kind in PROJECT",
+            versions::K8S_OPENAPI
+        );
+    }
+    if core_types::is_core_group(group.as_str()) {
+        let known = core_types::versions(group.as_str(), kind.as_str());
+        let help = if known.is_empty() {
+            format!(
+                "k8s-openapi {} has no kind `{kind}` in the built-in group `{group}`: check the kind",
+                versions::K8S_OPENAPI
+            )
+        } else {
+            format!(
+                "the built-in `{group}` `{kind}` is at `--version {}`",
+                known.join("` or `--version ")
+            )
+        };
+        bail!(
+            "`{group}/{version}, Kind={kind}` is not a Kubernetes built-in kind, and PROJECT has no API for it\nhelp: {help}"
+        );
+    }
+    let qualified = group.qualified(domain)?;
+    bail!(
+        "no API for `{qualified}/{version}, Kind={kind}` in PROJECT: a webhook needs the type it is called for\nhelp: run `rustbuilder create api --group {group} --version {version} --kind {kind}` first, or pass `--external-api-path <CRD file>` for another operator's kind"
+    )
+}
+
+/// `<group with - for .>-<version>-<kind>`, the route of a webhook after `/mutate-` or `/validate-`,
+/// as Kubebuilder (and the runtime's `mutate_path`) names it: `apps-v1-deployment`, `-v1-pod`.
+fn default_route(api_group: &str, version: &str, kind: &str) -> String {
+    format!(
+        "{}-{version}-{}",
+        api_group.replace('.', "-"),
+        kind.to_lowercase()
+    )
+}
+
+/// The API group of a resource of PROJECT, as the API server names it.
+fn api_group_of(project: &Project, resource: &Resource) -> String {
+    if resource.core
+        && let Some(core) = core_types::find(&resource.group, &resource.version, &resource.kind)
+    {
+        return core.api_group();
+    }
+    let domain = if resource.external {
+        &resource.domain
+    } else {
+        &project.domain
+    };
+    if domain.is_empty() {
+        resource.group.clone()
+    } else {
+        format!("{}.{domain}", resource.group)
+    }
+}
+
+/// Each admission webhook of the project has a route of its own: the webhook server routes calls by
+/// path alone.
+fn check_paths(
+    project: &Project,
+    options: &WebhookOptions,
+    mutate: Option<&str>,
+    validate: Option<&str>,
+) -> Result<()> {
+    let (group, version, kind) = (&options.group, &options.version, &options.kind);
+    if let (Some(m), Some(v)) = (mutate, validate)
+        && m == v
+    {
+        bail!(
+            "the defaulting and validating webhooks of `{kind}` would both be served at `{m}`\nhelp: give them different paths with `--defaulting-path` and `--validation-path`"
+        );
+    }
+    for other in &project.resources {
+        let is_self = other.group == group.as_str()
+            && other.version == version.as_str()
+            && other.kind == kind.as_str();
+        let Some(webhooks) = other.webhooks.as_ref().filter(|_| !is_self) else {
+            continue;
+        };
+        let route = default_route(&api_group_of(project, other), &other.version, &other.kind);
+        let theirs = [
+            webhooks.defaulting.then(|| {
+                webhooks
+                    .defaulting_path
+                    .clone()
+                    .unwrap_or_else(|| format!("/mutate-{route}"))
+            }),
+            webhooks.validation.then(|| {
+                webhooks
+                    .validation_path
+                    .clone()
+                    .unwrap_or_else(|| format!("/validate-{route}"))
+            }),
+        ];
+        for (mine, flag) in [
+            (mutate, "--defaulting-path"),
+            (validate, "--validation-path"),
+        ] {
+            let Some(mine) = mine else { continue };
+            if theirs.iter().flatten().any(|p| p == mine) {
+                bail!(
+                    "`{mine}` is already the route of a webhook of `{}/{}, Kind={}`: the webhook server routes each call by its path, so each webhook needs its own\nhelp: choose another path with `{flag}`",
+                    other.group,
+                    other.version,
+                    other.kind
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// In a project with one group, a kind's webhooks are in `src/webhook/<version>/<kind>.rs`: a kind of
+/// the same name and version in another group (a built-in or another operator's) would need the same
+/// file.
+fn check_webhook_file(project: &Project, options: &WebhookOptions) -> Result<()> {
+    if project.multigroup {
+        return Ok(());
+    }
+    let (group, version, kind) = (&options.group, &options.version, &options.kind);
+    if let Some(other) = project.resources.iter().find(|r| {
+        r.kind == kind.as_str()
+            && r.version == version.as_str()
+            && r.group != group.as_str()
+            && r.webhooks
+                .as_ref()
+                .is_some_and(|w| w.defaulting || w.validation)
+    }) {
+        bail!(
+            "{} holds the webhooks of `{}/{version}, Kind={kind}` already, and the webhooks of `{group}/{version}, Kind={kind}` would need the same file\nhelp: run `rustbuilder edit --multigroup` first: then each group has its own `src/webhook/<group>/`",
+            webhook_file(false, group, version, kind),
+            other.group
+        );
+    }
+    Ok(())
+}
+
+/// Whether the spec of generated external types derives `Default`: then `Kind::new(name,
+/// Default::default())` builds a sample.
+fn spec_derives_default(types: &str) -> bool {
+    types
+        .lines()
+        .any(|line| line.starts_with("#[derive(CustomResource,") && line.contains(" Default,"))
+}
+
+/// The `spec` of a built-in kind the API server accepts, for the test that creates one, as the
+/// body of a `json!` value. `None`: the kind is valid with its metadata alone (ConfigMap, Secret,
+/// ...), or the test leaves its spec to the user.
+fn core_sample(core: &CoreType) -> Option<&'static str> {
+    Some(match (core.group, core.kind) {
+        ("core", "Pod") => {
+            r#"{ "containers": [{ "name": "app", "image": "registry.k8s.io/pause:3.10" }] }"#
+        }
+        ("apps", "Deployment" | "ReplicaSet" | "DaemonSet") => {
+            r#"{
+            "selector": { "matchLabels": { "app": "sample" } },
+            "template": {
+                "metadata": { "labels": { "app": "sample" } },
+                "spec": { "containers": [{ "name": "app", "image": "registry.k8s.io/pause:3.10" }] }
+            }
+        }"#
+        }
+        ("batch", "Job") => {
+            r#"{
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{ "name": "app", "image": "registry.k8s.io/pause:3.10" }]
+                }
+            }
+        }"#
+        }
+        ("core", "Service") => r#"{ "ports": [{ "port": 80 }] }"#,
+        _ => return None,
+    })
 }
 
 /// The kind's webhook file, for messages.
@@ -399,9 +844,14 @@ fn plan_admission(
     let has_admission = existing.defaulting || existing.validation;
     let new_defaulting = options.defaulting && !existing.defaulting;
     let new_validation = options.validation && !existing.validation;
+    // The e2e journey creates the sample `create api` wrote: the project's own kinds only.
+    let e2e = api.source == "own";
     if options.force || !has_admission {
         // The whole files, with every webhook the kind has after this command.
         plan.add_set("webhook", context)?;
+        if e2e {
+            plan.add_set("webhook-e2e", context)?;
+        }
     } else {
         // The kind has a webhook already: the new one goes in at the markers, next to the user's code.
         let mut fragment = tera::Context::new();
@@ -424,16 +874,23 @@ fn plan_admission(
                     format!("{part}_e2e.rs.tera"),
                 ),
             ] {
+                if path == &e2e_file && !e2e {
+                    continue;
+                }
                 plan.insert(Insertion {
                     path,
                     marker,
                     fragment: scaffold::render(&format!("partials/webhook/{template}"), &fragment)?,
                 })?;
             }
+            let call = match part {
+                "defaulter" => &api.defaulter_call,
+                _ => &api.validator_call,
+            };
             plan.insert(Insertion {
                 path: &test_file,
                 marker: "webhooks",
-                fragment: format!("    webhooks.{part}({}Webhook);", api.kind),
+                fragment: format!("    webhooks.{call};"),
             })?;
         }
         let imports = runtime_imports(api.defaulting, api.validation);
@@ -441,11 +898,13 @@ fn plan_admission(
     }
 
     // The e2e journey's module.
-    plan.insert(Insertion {
-        path: "tests/e2e/main.rs",
-        marker: "e2e",
-        fragment: format!("mod {};", api.webhook_test),
-    })?;
+    if e2e {
+        plan.insert(Insertion {
+            path: "tests/e2e/main.rs",
+            marker: "e2e",
+            fragment: format!("mod {};", api.webhook_test),
+        })?;
+    }
 
     // Modules: src/webhook/mod.rs (and the group's), the version's, and lib.rs.
     plan.insert(Insertion {
@@ -483,18 +942,47 @@ fn plan_admission(
         marker: "imports",
         fragment: format!("use {}::webhook;", base.crate_name),
     })?;
-    let webhook = format!("{}::{}Webhook", api.webhook_path, api.kind);
-    for (on, method) in [
-        (options.defaulting, "defaulter"),
-        (options.validation, "validator"),
+    // `webhook::v1::memcached::MemcachedWebhook`: the module path in front of the type.
+    let qualify = |call: &str| {
+        call.replace(
+            &format!("{}Webhook", api.kind),
+            &format!("{}::{}Webhook", api.webhook_path, api.kind),
+        )
+    };
+    for (on, method, call) in [
+        (options.defaulting, "defaulter", &api.defaulter_call),
+        (options.validation, "validator", &api.validator_call),
     ] {
-        if on {
-            plan.insert(Insertion {
-                path: "src/main.rs",
-                marker: "webhooks",
-                fragment: format!("    manager.webhooks().{method}({webhook});"),
+        if !on {
+            continue;
+        }
+        let line = format!("    manager.webhooks().{};", qualify(call));
+        // Scaffolded again (`--force`) at another path: the old registration goes.
+        let registered = |text: &str| -> Option<String> {
+            let webhook = format!("{}::{}Webhook)", api.webhook_path, api.kind);
+            text.lines()
+                .find(|l| {
+                    let l = l.trim_start();
+                    l.starts_with(&format!("manager.webhooks().{method}"))
+                        && l.ends_with(&format!("{webhook};"))
+                })
+                .map(str::to_string)
+        };
+        if let Some(old) = plan
+            .contents("src/main.rs")?
+            .as_deref()
+            .and_then(registered)
+            && old.trim() != line.trim()
+        {
+            plan.edit("src/main.rs", |text| {
+                text.replacen(&format!("{old}\n"), "", 1)
             })?;
         }
+        plan.insert(Insertion {
+            path: "src/main.rs",
+            marker: "webhooks",
+            fragment: line,
+        })?;
     }
     Ok(())
 }

@@ -183,6 +183,18 @@ fn admission_path(prefix: &str, group: &str, version: &str, kind: &str) -> Strin
     format!("/{prefix}-{group}-{version}-{kind}")
 }
 
+/// An admission webhook's route is an absolute path, and not the conversion webhook's.
+fn check_admission_path(path: &str) {
+    assert!(
+        path.starts_with('/'),
+        "webhook path `{path}` does not start with /"
+    );
+    assert!(
+        path != CONVERT_PATH,
+        "webhook path `{path}` is the conversion webhook's"
+    );
+}
+
 /// The webhooks of an operator, by route. Registration takes `&self` and may happen before or after
 /// the server starts; clones share the same registry.
 ///
@@ -232,16 +244,38 @@ impl Webhooks {
 
     /// Serves `defaulter` on [`mutate_path`] of its kind.
     pub fn defaulter<D: Defaulter>(&self, defaulter: D) {
-        let path = mutate_path::<D::Object>();
+        self.defaulter_at(&mutate_path::<D::Object>(), defaulter);
+    }
+
+    /// Serves `defaulter` on `path`, e.g. `/custom-mutate-sailor`: the path of its
+    /// `// +rustbuilder:webhook:` marker when that is not [`mutate_path`] (`create webhook
+    /// --defaulting-path`).
+    ///
+    /// # Panics
+    ///
+    /// If `path` does not start with `/`, or is [`CONVERT_PATH`]: a mistake in the operator's `main`,
+    /// seen at its first start.
+    pub fn defaulter_at<D: Defaulter>(&self, path: &str, defaulter: D) {
+        check_admission_path(path);
         let handler = review::defaulting_handler(defaulter);
-        self.routes().admission.insert(path, handler);
+        self.routes().admission.insert(path.to_string(), handler);
     }
 
     /// Serves `validator` on [`validate_path`] of its kind.
     pub fn validator<V: Validator>(&self, validator: V) {
-        let path = validate_path::<V::Object>();
+        self.validator_at(&validate_path::<V::Object>(), validator);
+    }
+
+    /// Serves `validator` on `path`, e.g. `/custom-validate-admiral` (`create webhook
+    /// --validation-path`).
+    ///
+    /// # Panics
+    ///
+    /// As [`Webhooks::defaulter_at`].
+    pub fn validator_at<V: Validator>(&self, path: &str, validator: V) {
+        check_admission_path(path);
         let handler = review::validating_handler(validator);
-        self.routes().admission.insert(path, handler);
+        self.routes().admission.insert(path.to_string(), handler);
     }
 
     /// Converts between `Spoke` and `Hub`, two versions of one kind, on [`CONVERT_PATH`]: one call per

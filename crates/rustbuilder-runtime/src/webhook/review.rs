@@ -612,6 +612,32 @@ mod tests {
     }
 
     #[test]
+    fn custom_paths_serve_the_webhooks_there_only() {
+        let webhooks = Webhooks::new();
+        webhooks.defaulter_at("/custom-mutate-sizes", Sizes);
+        webhooks.validator_at("/custom-validate-sizes", Sizes);
+        assert_eq!(
+            webhooks.paths(),
+            ["/custom-mutate-sizes", "/custom-validate-sizes"]
+        );
+        let body = admission("CREATE", Some(object(json!({}))), None);
+        let response = call(&webhooks, "/custom-mutate-sizes", &body)["response"].clone();
+        assert_eq!(response["allowed"], true, "{response}");
+        assert_eq!(response["patchType"], "JSONPatch", "{response}");
+        let response = call(&webhooks, "/custom-validate-sizes", &body)["response"].clone();
+        assert_eq!(response["allowed"], true, "{response}");
+        // The default routes are not served.
+        assert!(webhooks.handle(MUTATE, &body).is_none());
+        assert!(webhooks.handle(VALIDATE, &body).is_none());
+    }
+
+    #[test]
+    #[should_panic(expected = "does not start with /")]
+    fn a_custom_path_is_absolute() {
+        Webhooks::new().defaulter_at("custom-mutate", Sizes);
+    }
+
+    #[test]
     fn patches_ignore_nulls_but_keep_real_changes() {
         let original = json!({ "spec": { "a": 1, "b": null, "list": [1, 2] } });
         let defaulted =
