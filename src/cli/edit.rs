@@ -4,8 +4,8 @@ use anyhow::{Result, bail};
 use clap::ArgAction;
 
 use crate::plugins::multigroup::{self, Edit};
-use crate::plugins::{autoupdate, grafana, helm};
 use crate::plugins::namespaced;
+use crate::plugins::{autoupdate, grafana, helm};
 use crate::shell;
 
 /// Change the layout of an existing project.
@@ -60,7 +60,8 @@ pub struct Args {
     #[arg(long)]
     pub force: bool,
     /// With `--plugins helm/v2-alpha`: build the chart from this rendered install manifest (e.g.
-    /// dist/install.yaml from `make build-installer`) instead of config/.
+    /// dist/install.yaml from `make build-installer`) instead of config/; `--manifests ""` goes back
+    /// to config/.
     #[arg(long, value_name = "FILE")]
     pub manifests: Option<String>,
     /// With `--plugins helm/v2-alpha`: write the chart to DIR/chart/ [default: dist].
@@ -226,7 +227,10 @@ fn edit_grafana(dir: &std::path::Path) -> Result<()> {
         return Ok(());
     }
     shell::written(changed);
-    shell::status("Generated", format!("Grafana dashboards in {}/", grafana::DIR));
+    shell::status(
+        "Generated",
+        format!("Grafana dashboards in {}/", grafana::DIR),
+    );
     shell::note(
         "Next",
         format!(
@@ -240,7 +244,10 @@ fn edit_grafana(dir: &std::path::Path) -> Result<()> {
 fn edit_autoupdate(dir: &std::path::Path) -> Result<()> {
     let changed = autoupdate::edit(dir)?.apply()?;
     if changed.is_empty() {
-        shell::status("Fresh", format!("{} is there already", autoupdate::WORKFLOW));
+        shell::status(
+            "Fresh",
+            format!("{} is there already", autoupdate::WORKFLOW),
+        );
         return Ok(());
     }
     shell::written(changed);

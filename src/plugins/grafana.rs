@@ -73,7 +73,11 @@ fn write_dashboards(dir: &Path, plan: &mut Plan) -> Result<()> {
         // Nothing listed (any more): no custom dashboard.
         plan.remove(CUSTOM_DASHBOARD);
     } else {
-        plan.add(CUSTOM_DASHBOARD, custom_dashboard(&metrics)?, IfExists::Overwrite);
+        plan.add(
+            CUSTOM_DASHBOARD,
+            custom_dashboard(&metrics)?,
+            IfExists::Overwrite,
+        );
     }
     Ok(())
 }
@@ -119,11 +123,9 @@ fn parse_config(text: &str) -> Result<Vec<CustomMetric>> {
         .with_context(|| format!("`{CONFIG}` is not a custom-metrics list\n{help}"))?;
     let metrics = config.and_then(|c| c.custom_metrics).unwrap_or_default();
     for (i, m) in metrics.iter().enumerate() {
-        let valid_name = m
-            .metric
-            .chars()
-            .enumerate()
-            .all(|(j, c)| c.is_ascii_alphabetic() || c == '_' || c == ':' || (j > 0 && c.is_ascii_digit()));
+        let valid_name = m.metric.chars().enumerate().all(|(j, c)| {
+            c.is_ascii_alphabetic() || c == '_' || c == ':' || (j > 0 && c.is_ascii_digit())
+        });
         if m.metric.is_empty() || !valid_name {
             bail!(
                 "`{CONFIG}`: metric {} has the name {:?}, which is not a Prometheus metric name\nhelp: use letters, digits (not first), `_` and `:`, as /metrics shows the name",
@@ -242,8 +244,8 @@ mod tests {
     #[test]
     fn the_embedded_dashboards_are_grafana_dashboards() {
         for name in DASHBOARDS {
-            let text = crate::scaffold::render(&format!("grafana/{name}"), &tera::Context::new())
-                .unwrap();
+            let text =
+                crate::scaffold::render(&format!("grafana/{name}"), &tera::Context::new()).unwrap();
             let dashboard: Value = serde_json::from_str(&text).unwrap();
             assert!(dashboard["title"].is_string(), "{name}");
             assert!(dashboard["schemaVersion"].is_u64(), "{name}");
@@ -299,9 +301,18 @@ mod tests {
     #[test]
     fn a_bad_config_is_refused_with_what_to_do() {
         for (config, expected) in [
-            ("customMetrics:\n  - metric: x\n    type: summary\n", "has the type `summary`"),
-            ("customMetrics:\n  - metric: 9lives\n    type: gauge\n", "not a Prometheus metric name"),
-            ("customMetrics:\n  - metric: x\n", "not a custom-metrics list"),
+            (
+                "customMetrics:\n  - metric: x\n    type: summary\n",
+                "has the type `summary`",
+            ),
+            (
+                "customMetrics:\n  - metric: 9lives\n    type: gauge\n",
+                "not a Prometheus metric name",
+            ),
+            (
+                "customMetrics:\n  - metric: x\n",
+                "not a custom-metrics list",
+            ),
             ("metrics: []\n", "not a custom-metrics list"),
         ] {
             let err = format!("{:#}", parse_config(config).unwrap_err());

@@ -95,7 +95,8 @@ pub fn edit(dir: &Path, options: &Options) -> Result<Edit> {
         record.output = Some(output.trim_end_matches('/').to_string());
     }
     if let Some(manifests) = &options.manifests {
-        record.manifests = Some(manifests.clone());
+        // `--manifests ""` goes back to config/.
+        record.manifests = (!manifests.is_empty()).then(|| manifests.clone());
     }
     if let Some(output) = &record.output {
         check_output(dir, output)?;
@@ -198,7 +199,9 @@ fn unignore_chart(gitignore: &str, chart_dir: &str) -> String {
     let replacement = if parts.len() > 1 && parts[0] == "dist" {
         let mut lines = vec![
             "/dist/*".to_string(),
-            format!("# The Helm chart is source: `rustbuilder edit --plugins helm/v2-alpha` writes it."),
+            format!(
+                "# The Helm chart is source: `rustbuilder edit --plugins helm/v2-alpha` writes it."
+            ),
         ];
         for k in 2..=parts.len() {
             let prefix = parts[..k].join("/");
@@ -466,13 +469,18 @@ impl Config {
             .ok_or_else(|| {
                 anyhow!("`{file}` holds no Deployment of a manager: the chart is built around it\n{help}")
             })?;
-        let deployment_name = string_at(&docs[deployment_at], &["metadata", "name"]).unwrap_or_default();
+        let deployment_name =
+            string_at(&docs[deployment_at], &["metadata", "name"]).unwrap_or_default();
         // kustomize prefixes every name: `<prefix>controller-manager` gives it back.
         let prefix = deployment_name
             .strip_suffix("controller-manager")
             .unwrap_or_default()
             .to_string();
         let namespace = string_at(&docs[deployment_at], &["metadata", "namespace"]);
+        let deployment_name = deployment_name
+            .strip_prefix(&prefix)
+            .unwrap_or(&deployment_name)
+            .to_string();
         // The namespace is the release's: Helm creates it (`--create-namespace`).
         docs.retain(|d| kind(d) != "Namespace");
         for doc in &mut docs {
@@ -504,8 +512,7 @@ impl Config {
                 file: file_name,
                 docs: vec![doc.clone()],
             };
-            // A file per object, named like the object's file in config/.
-            let snake = format!("{}.yaml", name.replace(['-', '.'], "_"));
+            let snake = file_for(kind(&doc), &name);
             match kind(&doc) {
                 "CustomResourceDefinition" => {
                     // `<plural>.<group>` lives in `<group>_<plural>.yaml`, as in config/crd/bases.
@@ -515,15 +522,25 @@ impl Config {
                 "Deployment" if deployment.is_none() && name == deployment_name => {
                     deployment = Some(doc);
                 }
-                "ServiceAccount" | "Role" | "ClusterRole" | "RoleBinding" | "ClusterRoleBinding" => {
+                "ServiceAccount" | "Role" | "ClusterRole" | "RoleBinding"
+                | "ClusterRoleBinding" => {
                     config.rbac.push(source(snake));
                 }
                 "Service" if name == "controller-manager-metrics-service" => {
                     config.metrics_service = Some(source("metrics_service.yaml".into()));
                 }
-                "Service" if name == "webhook-service" => webhook.push(source("service.yaml".into())),
+                "Service" if name == "webhook-service" => {
+                    webhook.push(source("service.yaml".into()))
+                }
+                // Both configurations in one file, as config/webhook/manifests.yaml has them.
                 "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration" => {
-                    webhook.push(source(snake));
+                    match webhook
+                        .iter_mut()
+                        .find(|s: &&mut Source| s.file == "manifests.yaml")
+                    {
+                        Some(manifests) => manifests.docs.push(doc.clone()),
+                        None => webhook.push(source("manifests.yaml".into())),
+                    }
                 }
                 "Certificate" | "Issuer" => certmanager.push(source(snake)),
                 "NetworkPolicy" => config.network_policy.push(source(snake)),
@@ -547,6 +564,25 @@ impl Config {
         }
         Ok(config)
     }
+}
+
+/// The template file of an object of a manifests file: a file per object, named like the object's
+/// file in the config/ rustbuilder scaffolds.
+fn file_for(kind: &str, name: &str) -> String {
+    let file = match (kind, name) {
+        ("ServiceAccount", "controller-manager") => "service_account",
+        ("ClusterRole" | "Role", "manager-role") => "role",
+        ("ClusterRoleBinding" | "RoleBinding", "manager-rolebinding") => "role_binding",
+        ("ClusterRole", "metrics-reader") => "metrics_reader_role",
+        ("ServiceMonitor", "controller-manager-metrics-monitor") => "monitor",
+        ("Certificate", "serving-cert") => "certificate",
+        ("Issuer", "selfsigned-issuer") => "issuer",
+        ("NetworkPolicy", name) => name,
+        _ => &name
+            .replace(['-', '.'], "_")
+            .replace("rolebinding", "role_binding"),
+    };
+    format!("{file}.yaml")
 }
 
 /// Takes kustomize's name prefix and namespace back out of an object of a rendered manifest, so that it
@@ -618,8 +654,10 @@ fn unplace(doc: &mut Value, prefix: &str, namespace: Option<&str>) {
                     let service = format!("{prefix}webhook-service");
                     for name in names {
                         if let (Value::String(text), Some(ns)) = (name, namespace) {
-                            *text = text
-                                .replace(&format!("{service}.{ns}."), "SERVICE_NAME.SERVICE_NAMESPACE.");
+                            *text = text.replace(
+                                &format!("{service}.{ns}."),
+                                "SERVICE_NAME.SERVICE_NAMESPACE.",
+                            );
                         }
                     }
                 }
@@ -856,10 +894,19 @@ impl Exprs {
                     out.push('\n');
                 }
                 Some(lines) => {
-                    let indent = line.len() - line.trim_start().len();
+                    let trimmed = line.trim_start();
+                    // The first key of a list item (`- key: token`) keeps its dash; the lines go at
+                    // the key's indentation.
+                    let dash = trimmed.starts_with("- ");
+                    let indent = line.len() - trimmed.len() + if dash { 2 } else { 0 };
                     let children = (indent + 2).to_string();
-                    for l in lines {
-                        out.push_str(&" ".repeat(indent));
+                    for (i, l) in lines.iter().enumerate() {
+                        if dash && i == 0 {
+                            out.push_str(&" ".repeat(indent - 2));
+                            out.push_str("- ");
+                        } else {
+                            out.push_str(&" ".repeat(indent));
+                        }
                         out.push_str(&l.replace("{n}", &children));
                         out.push('\n');
                     }
@@ -1459,21 +1506,27 @@ fn values(config: &Config, manager: &ManagerValues) -> Result<Vec<Section>> {
             manager.metrics_port.unwrap_or(8443)
         ),
     );
-    section(
-        "networkPolicy",
-        format!(
-            "# Admits metrics traffic only from namespaces labelled `metrics: enabled`.\nnetworkPolicy:\n  enable: {}\n",
-            config.network_policy_on
-        ),
-    );
-    section(
-        "prometheus",
-        format!(
-            "# A Prometheus Operator ServiceMonitor for the metrics (the cluster needs the operator's CRDs).\n\
+    // A manifests file without the network policy or the ServiceMonitor has no template to switch.
+    let from_config = config.origin == "config/";
+    if from_config || !config.network_policy.is_empty() {
+        section(
+            "networkPolicy",
+            format!(
+                "# Admits metrics traffic only from namespaces labelled `metrics: enabled`.\nnetworkPolicy:\n  enable: {}\n",
+                config.network_policy_on
+            ),
+        );
+    }
+    if from_config || !config.prometheus.is_empty() {
+        section(
+            "prometheus",
+            format!(
+                "# A Prometheus Operator ServiceMonitor for the metrics (the cluster needs the operator's CRDs).\n\
              prometheus:\n  enable: {}\n",
-            config.prometheus_on
-        ),
-    );
+                config.prometheus_on
+            ),
+        );
+    }
     if config.webhook.is_some() {
         section(
             "webhook",

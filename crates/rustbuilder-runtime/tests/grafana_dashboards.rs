@@ -43,10 +43,19 @@ fn queries(dashboard: &Value) -> Vec<String> {
     while let Some(panel) = panels.pop() {
         panels.extend(panel["panels"].as_array().into_iter().flatten());
         for target in panel["targets"].as_array().into_iter().flatten() {
-            out.push(target["expr"].as_str().expect("a target has an expr").into());
+            out.push(
+                target["expr"]
+                    .as_str()
+                    .expect("a target has an expr")
+                    .into(),
+            );
         }
     }
-    for variable in dashboard["templating"]["list"].as_array().into_iter().flatten() {
+    for variable in dashboard["templating"]["list"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
         if variable["type"] == "query" {
             out.push(variable["query"]["query"].as_str().unwrap().into());
         }
@@ -113,7 +122,9 @@ fn metric_names(query: &str) -> BTreeSet<String> {
         let c = chars[i];
         if c.is_ascii_alphabetic() || c == '_' || c == ':' {
             let start = i;
-            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_' || chars[i] == ':') {
+            while i < chars.len()
+                && (chars[i].is_ascii_alphanumeric() || chars[i] == '_' || chars[i] == ':')
+            {
                 i += 1;
             }
             let word: String = chars[start..i].iter().collect();
@@ -131,7 +142,10 @@ fn metric_names(query: &str) -> BTreeSet<String> {
         }
         if c == '(' && skip_group {
             skip_group = false;
-            let close = chars[i..].iter().position(|c| *c == ')').expect("a closed group");
+            let close = chars[i..]
+                .iter()
+                .position(|c| *c == ')')
+                .expect("a closed group");
             i += close + 1;
             continue;
         }
@@ -202,7 +216,9 @@ fn missing(dashboards: &[(PathBuf, Value)], served: &BTreeSet<String>) -> Vec<(S
 fn metric_names_are_read_out_of_promql() {
     let names = |q: &str| metric_names(q).into_iter().collect::<Vec<_>>();
     assert_eq!(
-        names(r#"histogram_quantile(0.99, sum by (controller, le) (rate(a_bucket{job="$job"}[$__rate_interval])))"#),
+        names(
+            r#"histogram_quantile(0.99, sum by (controller, le) (rate(a_bucket{job="$job"}[$__rate_interval])))"#
+        ),
         ["a_bucket"]
     );
     assert_eq!(
@@ -235,7 +251,10 @@ fn a_query_of_a_metric_the_manager_lacks_is_found() {
         missing(&dashboards, &served),
         [
             ("d.json".to_string(), "workqueue_depth".to_string()),
-            ("d.json".to_string(), "controller_runtime_reconcile".to_string()),
+            (
+                "d.json".to_string(),
+                "controller_runtime_reconcile".to_string()
+            ),
         ]
     );
 }
@@ -273,7 +292,11 @@ async fn every_dashboard_query_reads_metrics_the_manager_serves() {
         manager.log_text()
     );
     let webhooks = Metrics::new();
-    webhooks.observe_webhook("/validate-example-com-v1-thing", 200, Duration::from_millis(3));
+    webhooks.observe_webhook(
+        "/validate-example-com-v1-thing",
+        200,
+        Duration::from_millis(3),
+    );
     body.push_str(&webhooks.encode());
     let served = served(&body);
     let missing = missing(&dashboards, &served);
