@@ -595,7 +595,10 @@ impl Runner {
                 "cargo",
                 r#"echo "cargo $*" >> "$STUB_LOG"
 case "$1" in
-search) echo "rustbuilder = \"$STUB_NEWEST\"    # Kubebuilder for Rust"; echo "... and 2 crates more" ;;
+search)
+  echo "rustbuilder-runtime = \"9.9.9\"    # another crate"
+  echo "rustbuilder = \"$STUB_NEWEST\"    # Kubebuilder for Rust"
+  echo "... and 2 crates more" ;;
 install)
   version=; root=
   while [ $# -gt 0 ]; do
@@ -842,8 +845,13 @@ fn the_auto_update_workflow_pushes_the_update_and_opens_a_pull_request() {
         steps.iter().filter(|(_, o)| o.is_some()).count() == 2,
         "{steps:?}"
     );
-    let (_, outputs) = Runner::new(OLD_VERSION, &base).run(d);
-    assert_eq!(outputs["steps.versions.outputs.update"], "false");
+    for release in [OLD_VERSION, "0.0.1"] {
+        let (_, outputs) = Runner::new(release, &base).run(d);
+        assert_eq!(
+            outputs["steps.versions.outputs.update"], "false",
+            "{release}"
+        );
+    }
 }
 
 #[test]

@@ -199,9 +199,8 @@ fn unignore_chart(gitignore: &str, chart_dir: &str) -> String {
     let replacement = if parts.len() > 1 && parts[0] == "dist" {
         let mut lines = vec![
             "/dist/*".to_string(),
-            format!(
-                "# The Helm chart is source: `rustbuilder edit --plugins helm/v2-alpha` writes it."
-            ),
+            "# The Helm chart is source: `rustbuilder edit --plugins helm/v2-alpha` writes it."
+                .to_string(),
         ];
         for k in 2..=parts.len() {
             let prefix = parts[..k].join("/");
