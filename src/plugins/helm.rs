@@ -72,14 +72,10 @@ pub struct Edit {
 
 /// The chart's directory for the plugin's PROJECT entry: `<output>/chart`.
 pub fn chart_dir(record: &project::PluginConfig) -> String {
-    format!(
-        "{}/chart",
-        record
-            .output
-            .as_deref()
-            .unwrap_or(DEFAULT_OUTPUT)
-            .trim_end_matches('/')
-    )
+    match record.output.as_deref().unwrap_or(DEFAULT_OUTPUT) {
+        "." => "chart".to_string(),
+        output => format!("{output}/chart"),
+    }
 }
 
 /// Plans the chart of the project at `dir`. With `force`, `values.yaml`, `Chart.yaml` and `.helmignore`
@@ -92,14 +88,16 @@ pub fn edit(dir: &Path, options: &Options) -> Result<Edit> {
         .cloned()
         .unwrap_or_default();
     if let Some(output) = &options.output {
-        record.output = Some(output.trim_end_matches('/').to_string());
+        record.output = Some(output.clone());
     }
     if let Some(manifests) = &options.manifests {
         // `--manifests ""` goes back to config/.
         record.manifests = (!manifests.is_empty()).then(|| manifests.clone());
     }
     if let Some(output) = &record.output {
-        check_output(dir, output)?;
+        let output = normalize_output(output)?;
+        check_output(dir, &output)?;
+        record.output = Some(output);
     }
     let from_manifests = match &record.manifests {
         Some(file) if options.replay && !dir.join(file).exists() => None,
@@ -169,18 +167,35 @@ pub fn edit(dir: &Path, options: &Options) -> Result<Edit> {
     })
 }
 
-/// `--output-dir` must name a directory inside the project, where `chart/` can be a directory.
-fn check_output(dir: &Path, output: &str) -> Result<()> {
-    let path = Path::new(output);
-    let inside = !output.is_empty()
-        && path
-            .components()
-            .all(|c| matches!(c, std::path::Component::Normal(_)));
-    if !inside {
+/// `--output-dir` as PROJECT records it: a relative path inside the project, `/`-separated, `.` for the
+/// project itself.
+fn normalize_output(output: &str) -> Result<String> {
+    use std::path::Component;
+    let mut parts = Vec::new();
+    for component in Path::new(output).components() {
+        match component {
+            Component::Normal(part) => parts.push(part.to_string_lossy().into_owned()),
+            Component::CurDir => {}
+            _ => bail!(
+                "`--output-dir {output}` is not a directory inside the project\nhelp: give a relative path without `..`, e.g. `--output-dir dist` (the chart goes to `dist/chart/`)"
+            ),
+        }
+    }
+    if output.is_empty() {
         bail!(
-            "`--output-dir {output}` is not a directory inside the project\nhelp: give a relative path without `..`, e.g. `--output-dir dist` (the chart goes to `dist/chart/`)"
+            "`--output-dir` is empty\nhelp: e.g. `--output-dir dist` (the chart goes to `dist/chart/`)"
         );
     }
+    Ok(if parts.is_empty() {
+        ".".to_string()
+    } else {
+        parts.join("/")
+    })
+}
+
+/// The chart's directory and its parent must be directories (or not exist yet).
+fn check_output(dir: &Path, output: &str) -> Result<()> {
+    let path = Path::new(output);
     for blocked in [dir.join(path), dir.join(path).join("chart")] {
         if blocked.exists() && !blocked.is_dir() {
             bail!(
@@ -1578,6 +1593,28 @@ const HELMIGNORE: &str = "# Patterns `helm package` leaves out of the chart.
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn output_dirs_are_recorded_relative_to_the_project() {
+        assert_eq!(normalize_output("dist/").unwrap(), "dist");
+        assert_eq!(normalize_output("./deploy//helm").unwrap(), "deploy/helm");
+        assert_eq!(normalize_output(".").unwrap(), ".");
+        let record = |output: &str| project::PluginConfig {
+            output: Some(output.into()),
+            ..Default::default()
+        };
+        assert_eq!(chart_dir(&record(".")), "chart");
+        assert_eq!(chart_dir(&record("deploy/helm")), "deploy/helm/chart");
+        assert_eq!(chart_dir(&project::PluginConfig::default()), "dist/chart");
+        for bad in ["../x", "/tmp/x", "a/../../b", ""] {
+            assert!(normalize_output(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            unignore_chart("/target\n/dist\n", "dist/chart"),
+            "/target\n/dist/*\n# The Helm chart is source: `rustbuilder edit --plugins helm/v2-alpha` writes it.\n!/dist/chart/\n"
+        );
+        assert_eq!(unignore_chart("/dist\n", "deploy/chart"), "/dist\n");
+    }
 
     #[test]
     fn an_image_splits_at_its_tag() {
