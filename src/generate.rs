@@ -26,7 +26,7 @@ pub fn scaffold(input: &Path, output: &Path) -> Result<Project> {
     crate::shell::set_quiet_scoped(|| crate::plugins::generate(&project, input, staging.path()))
         .context("failed to re-scaffold the project from PROJECT")?;
     if let Some(helm) = project.plugins.get(project::HELM_PLUGIN) {
-        crate::plugins::helm::carry(input, staging.path(), helm)
+        crate::plugins::helm::carry(Some(input), staging.path(), helm)
             .context("failed to keep the project's Helm chart")?;
     }
     replace_contents(staging.path(), output)?;
@@ -52,8 +52,9 @@ fn from_kubebuilder(text: &str, input: &Path, output: &Path) -> Result<Project> 
     crate::shell::set_quiet_scoped(|| crate::plugins::generate(&project, input, staging.path()))
         .context("failed to scaffold the Rust project from Kubebuilder's PROJECT")?;
     if let Some(helm) = project.plugins.get(project::HELM_PLUGIN) {
-        // The Go project's chart is not this project's: record the plugin, build the chart later.
-        crate::plugins::helm::carry(Path::new("/nonexistent"), staging.path(), helm)
+        // The Go project's chart is not this project's: the plugin is recorded, and the chart built
+        // from the Rust project's manifests.
+        crate::plugins::helm::carry(None, staging.path(), helm)
             .context("failed to record the Helm plugin")?;
     }
     replace_contents(staging.path(), output)?;

@@ -571,3 +571,323 @@ fn a_helm_chart_goes_through_an_update_as_it_is() {
     assert!(read(d, ".gitignore").contains("!/dist/chart/\n"));
     assert!(read(d, "Makefile").contains("--all-features"));
 }
+
+/// A local stand-in for a GitHub Actions runner of `.github/workflows/auto_update.yml`: it runs the
+/// `run` steps of the workflow's job in order, in bash as Actions does (`-eo pipefail`), with the step
+/// outputs, `if:` conditions and `${{ ... }}` expressions the workflow uses. `uses:` steps (checkout,
+/// toolchain, cache) are skipped: the project is already checked out. `cargo`, `gh` and `make` are
+/// stubs that log their arguments: `cargo search` answers with `newest`, `cargo install` puts this
+/// rustbuilder (the newest) on PATH or the 0.0.9 stand-in in the `--root` it is given. Git is real,
+/// with a bare repository as `origin`.
+struct Runner {
+    home: tempfile::TempDir,
+    newest: String,
+    base: String,
+}
+
+impl Runner {
+    fn new(newest: &str, base: &str) -> Self {
+        let home = tempfile::tempdir().unwrap();
+        let stubs = home.path().join("stubs");
+        std::fs::create_dir_all(&stubs).unwrap();
+        let scripts = [
+            (
+                "cargo",
+                r#"echo "cargo $*" >> "$STUB_LOG"
+case "$1" in
+search)
+  echo "rustbuilder-runtime = \"9.9.9\"    # another crate"
+  echo "rustbuilder = \"$STUB_NEWEST\"    # Kubebuilder for Rust"
+  echo "... and 2 crates more" ;;
+install)
+  version=; root=
+  while [ $# -gt 0 ]; do
+    case "$1" in --version) version=$2; shift ;; --root) root=$2; shift ;; esac
+    shift
+  done
+  if [ -n "$root" ]; then
+    [ "$version" = "$STUB_OLD_VERSION" ] || { echo "no rustbuilder $version here" >&2; exit 101; }
+    mkdir -p "$root/bin"
+    printf '#!/bin/sh\nexec "%s" "$@"\n' "$STUB_OLD" > "$root/bin/rustbuilder"
+    chmod +x "$root/bin/rustbuilder"
+  else
+    [ "$version" = "$STUB_NEWEST" ] || { echo "no rustbuilder $version here" >&2; exit 101; }
+    mkdir -p "$HOME/.cargo/bin"
+    ln -sf "$STUB_NEW" "$HOME/.cargo/bin/rustbuilder"
+  fi ;;
+*) echo "unexpected cargo $*" >&2; exit 101 ;;
+esac
+"#,
+            ),
+            (
+                "gh",
+                r#"echo "gh $*" >> "$STUB_LOG"
+previous=
+for arg in "$@"; do
+  [ "$previous" = --body-file ] && { echo "--- body"; cat "$arg"; echo "---"; } >> "$STUB_LOG"
+  previous=$arg
+done
+"#,
+            ),
+            ("make", "echo \"make $*\" >> \"$STUB_LOG\"\n"),
+        ];
+        for (name, body) in scripts {
+            let path = stubs.join(name);
+            std::fs::write(&path, format!("#!/bin/sh\n{body}")).unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        Runner {
+            home,
+            newest: newest.to_string(),
+            base: base.to_string(),
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.home.path().join("stub.log")).unwrap_or_default()
+    }
+
+    /// Runs the workflow in `dir`: each step's name with its outcome (`None`: skipped), and the outputs.
+    fn run(&self, dir: &Path) -> (Vec<(String, Option<bool>)>, BTreeMap<String, String>) {
+        let text = read(dir, ".github/workflows/auto_update.yml");
+        let workflow: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+        let job = &workflow["jobs"]["auto-update"];
+        let mut state: BTreeMap<String, String> = BTreeMap::new();
+        let mut steps = Vec::new();
+        let home = self.home.path();
+        let temp = home.join("runner-temp");
+        std::fs::create_dir_all(&temp).unwrap();
+        let path = format!(
+            "{}:{}:{}",
+            home.join("stubs").display(),
+            home.join(".cargo/bin").display(),
+            std::env::var("PATH").unwrap()
+        );
+        for step in job["steps"].as_sequence().unwrap() {
+            let name = step["name"].as_str().unwrap().to_string();
+            let enabled = step["if"]
+                .as_str()
+                .is_none_or(|c| self.condition(c, &state));
+            let Some(script) = step["run"].as_str().filter(|_| enabled) else {
+                steps.push((name, None));
+                continue;
+            };
+            let id = step["id"].as_str().map(str::to_string);
+            let outputs = temp.join("output");
+            std::fs::write(&outputs, "").unwrap();
+            let mut command = Command::new("bash");
+            command
+                .args(["--noprofile", "--norc", "-eo", "pipefail", "-c", script])
+                .current_dir(dir)
+                .env_clear()
+                .env("PATH", &path)
+                .env("HOME", home)
+                .env("GIT_CONFIG_GLOBAL", home.join("gitconfig"))
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CEILING_DIRECTORIES", dir.parent().unwrap())
+                .env("GITHUB_OUTPUT", &outputs)
+                .env("RUNNER_TEMP", &temp)
+                .env("GITHUB_SERVER_URL", "https://github.com")
+                .env("GITHUB_REPOSITORY", "example/memcached-operator")
+                .env("STUB_LOG", home.join("stub.log"))
+                .env("STUB_NEWEST", &self.newest)
+                .env("STUB_NEW", env!("CARGO_BIN_EXE_rustbuilder"))
+                .env("STUB_OLD", older())
+                .env("STUB_OLD_VERSION", OLD_VERSION)
+                .env("RUSTBUILDER_FIXTURE_BIN", env!("CARGO_BIN_EXE_rustbuilder"))
+                .env("NO_COLOR", "1");
+            for scope in [&job["env"], &step["env"]] {
+                for (key, value) in scope.as_mapping().into_iter().flatten() {
+                    let value = self.expand(value.as_str().unwrap(), &state);
+                    command.env(key.as_str().unwrap(), value);
+                }
+            }
+            let output = command.output().unwrap();
+            let success = output.status.success();
+            if let Some(id) = &id {
+                for line in std::fs::read_to_string(&outputs).unwrap().lines() {
+                    let (key, value) = line.split_once('=').unwrap();
+                    state.insert(format!("steps.{id}.outputs.{key}"), value.to_string());
+                }
+                let outcome = if success { "success" } else { "failure" };
+                state.insert(format!("steps.{id}.outcome"), outcome.to_string());
+            }
+            steps.push((name.clone(), Some(success)));
+            let tolerated = step["continue-on-error"].as_bool() == Some(true);
+            assert!(
+                success || tolerated,
+                "step `{name}` failed:\n{}\n{}",
+                String::from_utf8_lossy(&output.stdout),
+                stderr(&output)
+            );
+        }
+        (steps, state)
+    }
+
+    /// `a == 'x' || b == 'y'`, the only form of the workflow's conditions.
+    fn condition(&self, condition: &str, state: &BTreeMap<String, String>) -> bool {
+        condition.split("||").any(|part| {
+            let (left, right) = part.split_once("==").expect("a comparison");
+            let value = state.get(left.trim()).map(String::as_str).unwrap_or("");
+            value == right.trim().trim_matches('\'')
+        })
+    }
+
+    /// A value with its `${{ expression }}`s replaced.
+    fn expand(&self, value: &str, state: &BTreeMap<String, String>) -> String {
+        let mut out = String::new();
+        let mut rest = value;
+        while let Some(start) = rest.find("${{") {
+            out.push_str(&rest[..start]);
+            let end = rest[start..].find("}}").unwrap() + start;
+            let expression = rest[start + 3..end].trim();
+            out.push_str(match expression {
+                "secrets.GITHUB_TOKEN" => "a-token",
+                "github.ref_name" => &self.base,
+                other => state.get(other).map(String::as_str).unwrap_or(""),
+            });
+            rest = &rest[end + 2..];
+        }
+        out.push_str(rest);
+        out
+    }
+}
+
+/// The project with the auto-update workflow committed, and a bare repository as its `origin`.
+fn with_workflow_and_origin(d: &Path) -> (tempfile::TempDir, String) {
+    ok(d, &["edit", "--plugins", "autoupdate/v1-alpha"]);
+    commit(d, "Add the auto-update workflow");
+    let origin = tempfile::tempdir().unwrap();
+    git(origin.path(), &["init", "-q", "--bare"]);
+    git(
+        d,
+        &["remote", "add", "origin", origin.path().to_str().unwrap()],
+    );
+    git(d, &["push", "-q", "origin", "HEAD"]);
+    let base = git(d, &["rev-parse", "--abbrev-ref", "HEAD"])
+        .trim()
+        .to_string();
+    (origin, base)
+}
+
+#[test]
+fn the_auto_update_workflow_pushes_the_update_and_opens_a_pull_request() {
+    let dir = old_project();
+    let d = dir.path();
+    let (origin, base) = with_workflow_and_origin(d);
+    let runner = Runner::new(NEW_VERSION, &base);
+    let (steps, outputs) = runner.run(d);
+    let branch = format!("rustbuilder-update-from-{OLD_VERSION}-to-{NEW_VERSION}");
+    assert_eq!(outputs["steps.versions.outputs.update"], "true");
+    assert_eq!(outputs["steps.versions.outputs.branch"], branch);
+    assert_eq!(outputs["steps.update.outputs.result"], "updated");
+    let ran: Vec<&str> = steps
+        .iter()
+        .filter(|(_, outcome)| *outcome == Some(true))
+        .map(|(name, _)| name.as_str())
+        .collect();
+    assert_eq!(
+        ran,
+        [
+            "Configure Git",
+            "Compare the versions",
+            "Install rustbuilder",
+            "Run rustbuilder alpha update",
+            "Refresh the manifests",
+            "Open a pull request or an issue",
+        ]
+    );
+    let log = runner.log();
+    let old_root = runner
+        .home
+        .path()
+        .join(format!(".cache/rustbuilder/releases/{OLD_VERSION}"));
+    for line in [
+        format!("cargo install rustbuilder --version {NEW_VERSION} --locked\n"),
+        format!(
+            "cargo install rustbuilder --version {OLD_VERSION} --locked --root {}\n",
+            old_root.display()
+        ),
+        "make manifests\n".to_string(),
+        format!(
+            "gh pr create --base {base} --head {branch} --title Update the scaffold to rustbuilder {NEW_VERSION} --body-file "
+        ),
+        format!("moved the project from rustbuilder {OLD_VERSION} to {NEW_VERSION}."),
+        // The 0.0.9 scaffold has no e2e workflow: the update adds it, the token could not push it.
+        "- .github/workflows/test-e2e.yml\n".to_string(),
+    ] {
+        assert!(log.contains(&line), "{line:?} in:\n{log}");
+    }
+    // The branch on origin holds the update, committed, without the workflow file.
+    let pushed = |args: &[&str]| git(origin.path(), args);
+    let project = pushed(&["show", &format!("{branch}:PROJECT")]);
+    assert!(
+        project.contains(&format!("cliVersion: {NEW_VERSION}\n")),
+        "{project}"
+    );
+    let files = pushed(&["ls-tree", "-r", "--name-only", &branch]);
+    assert!(
+        files.contains("Makefile\n") && !files.contains("test-e2e.yml"),
+        "{files}"
+    );
+    let message = pushed(&["log", "-1", "--format=%s", &branch]);
+    assert_eq!(
+        message.trim(),
+        format!("Update the scaffold to rustbuilder {NEW_VERSION}")
+    );
+
+    // The next run finds the branch and does nothing; so does a run on the newest version.
+    git(d, &["switch", "-q", &base]);
+    let (steps, outputs) = runner.run(d);
+    assert_eq!(outputs["steps.versions.outputs.update"], "false");
+    assert!(
+        steps.iter().filter(|(_, o)| o.is_some()).count() == 2,
+        "{steps:?}"
+    );
+    for release in [OLD_VERSION, "0.0.1"] {
+        let (_, outputs) = Runner::new(release, &base).run(d);
+        assert_eq!(
+            outputs["steps.versions.outputs.update"], "false",
+            "{release}"
+        );
+    }
+}
+
+#[test]
+fn the_auto_update_workflow_opens_an_issue_when_the_update_conflicts() {
+    let dir = old_project();
+    let d = dir.path();
+    edit(
+        d,
+        "src/main.rs",
+        "    // Runs the controllers until SIGTERM.\n",
+        "    // Ours: runs until SIGTERM, then exits.\n",
+    );
+    commit(d, "Our operator");
+    let (origin, base) = with_workflow_and_origin(d);
+    let runner = Runner::new(NEW_VERSION, &base);
+    let (steps, outputs) = runner.run(d);
+    assert_eq!(outputs["steps.update.outputs.result"], "conflicts");
+    // No manifests on a tree with conflict markers.
+    assert!(
+        steps.contains(&("Refresh the manifests".to_string(), None)),
+        "{steps:?}"
+    );
+    let log = runner.log();
+    let branch = format!("rustbuilder-update-from-{OLD_VERSION}-to-{NEW_VERSION}");
+    for line in [
+        format!(
+            "gh issue create --title Update to rustbuilder {NEW_VERSION}: conflicts to resolve --body-file "
+        ),
+        format!(
+            "https://github.com/example/memcached-operator/compare/{base}...{branch}?expand=1\n"
+        ),
+        "- src/main.rs\n".to_string(),
+    ] {
+        assert!(log.contains(&line), "{line:?} in:\n{log}");
+    }
+    assert!(!log.contains("gh pr create"), "{log}");
+    let main = git(origin.path(), &["show", &format!("{branch}:src/main.rs")]);
+    assert!(main.contains("<<<<<<< ours\n"), "{main}");
+}

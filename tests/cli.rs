@@ -561,10 +561,7 @@ fn a_namespaced_project_gets_a_role_and_watches_its_namespace() {
         "{manager}"
     );
     let e2e = read(d, "tests/e2e/main.rs");
-    assert!(
-        e2e.contains("    watch_namespace: true,\n"),
-        "{e2e}"
-    );
+    assert!(e2e.contains("    watch_namespace: true,\n"), "{e2e}");
     let controller = read(d, "src/controller/memcached.rs");
     assert!(
         controller.contains(".controller(manager.api::<Memcached>(), \"memcached\")"),
@@ -3648,4 +3645,417 @@ fn webhook_tests_are_named_after_the_group_in_a_multigroup_project() {
         sources(&again) == sources(d),
         "alpha generate made another project"
     );
+}
+
+#[test]
+/// A project with a defaulting and validating webhook and its manifests (faked: no build), for the
+/// Helm chart built from an install manifest.
+fn helm_webhook_project() -> tempfile::TempDir {
+    let dir = memcached_project();
+    let d = dir.path();
+    ok(
+        d,
+        &[
+            "create",
+            "webhook",
+            "--group",
+            "cache",
+            "--version",
+            "v1alpha1",
+            "--kind",
+            "Memcached",
+            "--defaulting",
+            "--programmatic-validation",
+        ],
+    );
+    fake_manifests(d, "ClusterRole");
+    std::fs::write(
+        d.join("config/webhook/manifests.yaml"),
+        "---\napiVersion: admissionregistration.k8s.io/v1\nkind: MutatingWebhookConfiguration\nmetadata:\n  name: mutating-webhook-configuration\nwebhooks:\n- admissionReviewVersions:\n  - v1\n  clientConfig:\n    service:\n      name: webhook-service\n      namespace: system\n      path: /mutate-cache-example-com-v1alpha1-memcached\n  failurePolicy: Fail\n  name: mmemcached-v1alpha1.kb.io\n  sideEffects: None\n",
+    )
+    .unwrap();
+    dir
+}
+
+/// A chart's templates by path, each as its YAML documents with the Helm expressions masked, without
+/// the first line (which names the source): two charts that install the same objects compare equal
+/// whatever the order of keys.
+fn chart_objects(chart: &Path) -> BTreeMap<PathBuf, Vec<serde_yaml::Value>> {
+    use serde::Deserialize as _;
+    tree(chart)
+        .into_iter()
+        .filter(|(path, bytes)| path.starts_with("templates") && bytes != b"<dir>")
+        .filter(|(path, _)| path.extension().is_some_and(|e| e == "yaml"))
+        .map(|(path, bytes)| {
+            let text = String::from_utf8(bytes).unwrap();
+            let masked: String = text
+                .lines()
+                .skip(1)
+                .map(|line| {
+                    let trimmed = line.trim_start();
+                    if trimmed.starts_with("{{-") {
+                        // A directive line (`{{- if ... }}`, `{{- toYaml ... }}`): a comment.
+                        format!("{}# {trimmed}\n", &line[..line.len() - trimmed.len()])
+                    } else {
+                        let mut out = String::new();
+                        let mut rest = line;
+                        while let Some(start) = rest.find("{{") {
+                            out.push_str(&rest[..start]);
+                            out.push_str("EXPR");
+                            let end = rest[start..].find("}}").unwrap() + start + 2;
+                            rest = &rest[end..];
+                        }
+                        format!("{out}{rest}\n")
+                    }
+                })
+                .collect();
+            let docs = serde_yaml::Deserializer::from_str(&masked)
+                .map(|doc| serde_yaml::Value::deserialize(doc).unwrap())
+                .collect();
+            (path, docs)
+        })
+        .collect()
+}
+
+/// The install manifest of [`helm_webhook_project`], as `kubectl kustomize config/default` renders it
+/// (`make build-installer`). When the scaffold's config/ changes, rewrite it with
+/// `RUSTBUILDER_BLESS=1 KUBEBUILDER_ASSETS=<envtest dir> cargo test --test cli helm_from_an_install_manifest`.
+const INSTALL_FIXTURE: &str = "tests/fixtures/helm/install.yaml";
+
+#[test]
+fn edit_plugins_helm_from_an_install_manifest_is_the_chart_from_config() {
+    let dir = helm_webhook_project();
+    let d = dir.path();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join(INSTALL_FIXTURE);
+    if std::env::var_os("RUSTBUILDER_BLESS").is_some() {
+        let assets = std::env::var("KUBEBUILDER_ASSETS").expect("KUBEBUILDER_ASSETS names kubectl");
+        let rendered = Command::new(Path::new(&assets).join("kubectl"))
+            .args(["kustomize", "config/default"])
+            .current_dir(d)
+            .output()
+            .unwrap();
+        assert!(rendered.status.success(), "{}", stderr(&rendered));
+        std::fs::create_dir_all(fixture.parent().unwrap()).unwrap();
+        std::fs::write(&fixture, &rendered.stdout).unwrap();
+    }
+    ok(d, HELM);
+    let from_config = chart_objects(&d.join("dist/chart"));
+    assert!(from_config.contains_key(Path::new("templates/webhook/manifests.yaml")));
+    std::fs::remove_dir_all(d.join("dist/chart")).unwrap();
+
+    std::fs::copy(&fixture, d.join("dist/install.yaml")).unwrap();
+    let output = ok(
+        d,
+        &[
+            "edit",
+            "--plugins",
+            "helm.kubebuilder.io/v2-alpha",
+            "--manifests",
+            "dist/install.yaml",
+        ],
+    );
+    assert!(
+        stderr(&output).contains("the Helm chart in dist/chart from dist/install.yaml"),
+        "{}",
+        stderr(&output)
+    );
+    let from_manifests = chart_objects(&d.join("dist/chart"));
+    // The same objects in the same files; the network policy and the ServiceMonitor, which
+    // config/default leaves out, are not in the install manifest, so not in its chart.
+    let expected: BTreeMap<_, _> = from_config
+        .into_iter()
+        .filter(|(path, _)| {
+            !path.starts_with("templates/network-policy")
+                && !path.starts_with("templates/prometheus")
+        })
+        .collect();
+    assert_eq!(from_manifests, expected);
+    let manager = read(d, "dist/chart/templates/manager/manager.yaml");
+    assert!(
+        manager.starts_with(
+            "{{/* Generated by `rustbuilder edit --plugins helm/v2-alpha` from dist/install.yaml: "
+        ),
+        "{manager}"
+    );
+    let values = read(d, "dist/chart/values.yaml");
+    assert!(!values.contains("networkPolicy:"), "{values}");
+    assert!(
+        values.contains("\ncertManager:\n  enable: true\n"),
+        "{values}"
+    );
+    let project = read(d, "PROJECT");
+    assert!(
+        project.contains("  helm.rustbuilder.dev/v2-alpha:\n    manifests: dist/install.yaml\n"),
+        "{project}"
+    );
+
+    // Run again, the manifests come from PROJECT; `--manifests ""` goes back to config/.
+    let first = tree(d);
+    ok(d, HELM);
+    assert_eq!(tree(d), first);
+    ok(
+        d,
+        &["edit", "--plugins", "helm/v2-alpha", "--manifests", ""],
+    );
+    assert!(read(d, "PROJECT").contains("  helm.rustbuilder.dev/v2-alpha: {}\n"));
+    assert!(d.join("dist/chart/templates/network-policy").is_dir());
+}
+
+#[test]
+fn edit_plugins_helm_output_dir_moves_the_chart_and_is_replayed() {
+    let dir = memcached_project();
+    let d = dir.path();
+    fake_manifests(d, "ClusterRole");
+    ok(
+        d,
+        &[
+            "edit",
+            "--plugins",
+            "helm/v2-alpha",
+            "--output-dir",
+            "deploy/helm",
+        ],
+    );
+    assert!(d.join("deploy/helm/chart/Chart.yaml").is_file());
+    assert!(!d.join("dist").exists());
+    let project = read(d, "PROJECT");
+    assert!(
+        project.contains("  helm.rustbuilder.dev/v2-alpha:\n    output: deploy/helm\n"),
+        "{project}"
+    );
+    // Again without the flag: PROJECT says where.
+    let first = tree(d);
+    ok(d, HELM);
+    assert_eq!(tree(d), first);
+    // alpha generate carries the chart from there.
+    let (_out, target) = regenerated(d);
+    assert_eq!(read(&target, "PROJECT"), project);
+    assert_eq!(
+        read(&target, "deploy/helm/chart/values.yaml"),
+        read(d, "deploy/helm/chart/values.yaml")
+    );
+
+    // Under dist/, which the project ignores, git is told to keep the chart.
+    ok(
+        d,
+        &[
+            "edit",
+            "--plugins",
+            "helm/v2-alpha",
+            "--output-dir",
+            "dist/helm",
+        ],
+    );
+    let gitignore = read(d, ".gitignore");
+    assert!(
+        gitignore.contains("/dist/*\n")
+            && gitignore.contains("!/dist/helm/\n/dist/helm/*\n!/dist/helm/chart/\n"),
+        "{gitignore}"
+    );
+}
+
+#[test]
+fn edit_plugins_helm_refuses_bad_manifests_and_output_dirs() {
+    let dir = memcached_project();
+    let d = dir.path();
+    fake_manifests(d, "ClusterRole");
+    let helm = |extra: &[&'static str]| -> Vec<&'static str> { [HELM, extra].concat() };
+    refused(
+        d,
+        &helm(&["--manifests", "dist/install.yaml"]),
+        &[
+            "the manifests file `dist/install.yaml` does not exist",
+            "make build-installer",
+        ],
+    );
+    std::fs::write(d.join("notes.yaml"), "title: not a manifest\n").unwrap();
+    refused(
+        d,
+        &helm(&["--manifests", "notes.yaml"]),
+        &["`notes.yaml` is not a Kubernetes manifest", "help:"],
+    );
+    std::fs::write(d.join("broken.yaml"), "kind: [unclosed\n").unwrap();
+    refused(
+        d,
+        &helm(&["--manifests", "broken.yaml"]),
+        &["`broken.yaml` is not a YAML file", "help:"],
+    );
+    std::fs::write(
+        d.join("rbac.yaml"),
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: x\n",
+    )
+    .unwrap();
+    refused(
+        d,
+        &helm(&["--manifests", "rbac.yaml"]),
+        &["holds no Deployment of a manager"],
+    );
+    std::fs::write(d.join("deploy"), "a file\n").unwrap();
+    refused(
+        d,
+        &helm(&["--output-dir", "deploy"]),
+        &[
+            "`deploy` is a file, where the chart's directory goes",
+            "--output-dir",
+        ],
+    );
+    refused(
+        d,
+        &helm(&["--output-dir", "../elsewhere"]),
+        &["is not a directory inside the project"],
+    );
+    refused(
+        d,
+        &["edit", "--plugins", "grafana/v1-alpha", "--output-dir", "x"],
+        &["`--output-dir` belongs to `--plugins helm/v2-alpha`"],
+    );
+    refused(
+        d,
+        &["edit", "--manifests", "dist/install.yaml"],
+        &["`--manifests` belongs to `--plugins helm/v2-alpha`"],
+    );
+}
+
+#[test]
+fn edit_plugins_grafana_writes_dashboards_and_a_custom_metrics_dashboard_from_the_config() {
+    let dir = memcached_project();
+    let d = dir.path();
+    ok(d, &["edit", "--plugins", "grafana/v1-alpha"]);
+    assert!(read(d, "PROJECT").contains("  grafana.rustbuilder.dev/v1-alpha: {}\n"));
+    for dashboard in [
+        "grafana/controller-runtime-metrics.json",
+        "grafana/controller-resources-metrics.json",
+    ] {
+        let json: serde_json::Value = serde_json::from_str(&read(d, dashboard)).unwrap();
+        assert!(
+            !json["panels"].as_array().unwrap().is_empty(),
+            "{dashboard}"
+        );
+    }
+    let config = read(d, "grafana/custom-metrics/config.yaml");
+    assert!(config.contains("customMetrics: []\n"), "{config}");
+    assert!(
+        !d.join("grafana/custom-metrics/custom-metrics-dashboard.json")
+            .exists()
+    );
+
+    // Kubebuilder's key works too, and the user's list becomes a dashboard; the list is kept.
+    let mine = config.replace(
+        "customMetrics: []\n",
+        "customMetrics:\n  - metric: memcached_cache_misses_total\n    type: counter\n    unit: ops\n",
+    );
+    std::fs::write(d.join("grafana/custom-metrics/config.yaml"), &mine).unwrap();
+    ok(d, &["edit", "--plugins", "grafana.kubebuilder.io/v1-alpha"]);
+    assert_eq!(read(d, "grafana/custom-metrics/config.yaml"), mine);
+    let custom: serde_json::Value = serde_json::from_str(&read(
+        d,
+        "grafana/custom-metrics/custom-metrics-dashboard.json",
+    ))
+    .unwrap();
+    assert_eq!(
+        custom["panels"][0]["targets"][0]["expr"],
+        r#"sum by (pod) (rate(memcached_cache_misses_total{job="$job", namespace="$namespace"}[$__rate_interval]))"#
+    );
+    let first = tree(d);
+    ok(d, &["edit", "--plugins", "grafana/v1-alpha"]);
+    assert_eq!(tree(d), first);
+
+    // alpha generate replays the plugin with the user's list.
+    let (_out, target) = regenerated(d);
+    for file in [
+        "PROJECT",
+        "grafana/custom-metrics/config.yaml",
+        "grafana/custom-metrics/custom-metrics-dashboard.json",
+        "grafana/controller-runtime-metrics.json",
+    ] {
+        assert_eq!(read(&target, file), read(d, file), "{file}");
+    }
+
+    // A list it cannot read: nothing written, the line to fix named.
+    std::fs::write(
+        d.join("grafana/custom-metrics/config.yaml"),
+        "customMetrics:\n  - metric: memcached_cache_misses_total\n    type: summary\n",
+    )
+    .unwrap();
+    refused(
+        d,
+        &["edit", "--plugins", "grafana/v1-alpha"],
+        &[
+            "has the type `summary`",
+            "`counter`, `gauge` or `histogram`",
+        ],
+    );
+}
+
+#[test]
+fn edit_plugins_autoupdate_writes_a_workflow_that_runs_alpha_update() {
+    let dir = memcached_project();
+    let d = dir.path();
+    ok(
+        d,
+        &["edit", "--plugins", "autoupdate.kubebuilder.io/v1-alpha"],
+    );
+    assert!(read(d, "PROJECT").contains("  autoupdate.rustbuilder.dev/v1-alpha: {}\n"));
+    let text = read(d, ".github/workflows/auto_update.yml");
+    let workflow: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    assert_eq!(workflow["name"], "Auto Update");
+    let on = &workflow["on"];
+    assert!(on.get("workflow_dispatch").is_some(), "{text}");
+    assert!(on["schedule"][0]["cron"].is_string(), "{text}");
+    for permission in ["contents", "pull-requests", "issues"] {
+        assert_eq!(workflow["permissions"][permission], "write", "{permission}");
+    }
+    let steps = workflow["jobs"]["auto-update"]["steps"]
+        .as_sequence()
+        .unwrap();
+    let names: Vec<&str> = steps.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "Clone the code",
+            "Set up Rust",
+            "Configure Git",
+            "Compare the versions",
+            "Cache the project's rustbuilder",
+            "Install rustbuilder",
+            "Run rustbuilder alpha update",
+            "Refresh the manifests",
+            "Open a pull request or an issue",
+        ]
+    );
+    let run = |name: &str| {
+        steps.iter().find(|s| s["name"] == name).unwrap()["run"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(run("Compare the versions").contains("cliVersion"));
+    let install = run("Install rustbuilder");
+    assert!(
+        install.contains("cargo install rustbuilder --version \"$TO\" --locked"),
+        "{install}"
+    );
+    assert!(
+        install.contains("--root \"$old\"")
+            && install.contains(".cache/rustbuilder/releases/$FROM"),
+        "{install}"
+    );
+    assert!(run("Run rustbuilder alpha update").contains("rustbuilder alpha update"));
+    let open = run("Open a pull request or an issue");
+    assert!(
+        open.contains("gh pr create") && open.contains("gh issue create"),
+        "{open}"
+    );
+
+    // The workflow is the user's: kept on a second run; alpha generate writes it again.
+    std::fs::write(
+        d.join(".github/workflows/auto_update.yml"),
+        format!("{text}# mine\n"),
+    )
+    .unwrap();
+    ok(d, &["edit", "--plugins", "autoupdate/v1-alpha"]);
+    assert!(read(d, ".github/workflows/auto_update.yml").ends_with("# mine\n"));
+    let (_out, target) = regenerated(d);
+    assert_eq!(read(&target, ".github/workflows/auto_update.yml"), text);
+    assert_eq!(read(&target, "PROJECT"), read(d, "PROJECT"));
 }

@@ -207,12 +207,17 @@ fn generate(args: GenerateArgs) -> Result<()> {
         .context("the project was regenerated, but its manifests were not written")?;
     if helm {
         // The chart is built from the manifests, so it comes last.
-        let plan = crate::plugins::helm::edit(&output, true)
+        let options = crate::plugins::helm::Options {
+            force: true,
+            replay: true,
+            ..Default::default()
+        };
+        let edit = crate::plugins::helm::edit(&output, &options)
             .context("the project was regenerated, but its Helm chart was not written")?;
-        plan.apply()?;
+        edit.plan.apply()?;
         shell::status(
             "Generated",
-            format!("the Helm chart in {}", crate::plugins::helm::CHART_DIR),
+            format!("the Helm chart in {} from {}", edit.chart_dir, edit.source),
         );
     }
     Ok(())

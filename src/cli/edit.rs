@@ -3,9 +3,9 @@
 use anyhow::{Result, bail};
 use clap::ArgAction;
 
-use crate::plugins::helm;
 use crate::plugins::multigroup::{self, Edit};
 use crate::plugins::namespaced;
+use crate::plugins::{autoupdate, grafana, helm};
 use crate::shell;
 
 /// Change the layout of an existing project.
@@ -21,13 +21,29 @@ use crate::shell;
 /// `make manifests`). `--namespaced=false` goes back to a cluster-wide manager.
 ///
 /// `--plugins helm/v2-alpha` writes a Helm chart to `dist/chart/` from `config/` (run `make manifests`
-/// first). Running it again regenerates the templates and keeps `values.yaml`, `Chart.yaml` and
-/// `.helmignore` as they are, adding any values section the new templates need; `--force` rewrites them.
+/// first), or from the install manifest `--manifests` names (`make build-installer` writes
+/// `dist/install.yaml`); `--output-dir DIR` puts it in `DIR/chart/`. Running it again regenerates the
+/// templates and keeps `values.yaml`, `Chart.yaml` and `.helmignore` as they are, adding any values
+/// section the new templates need; `--force` rewrites them.
+///
+/// `--plugins grafana/v1-alpha` writes Grafana dashboards of the manager's metrics to `grafana/`, and
+/// `grafana/custom-metrics/config.yaml` for metrics of your own: list them there and run it again for
+/// their dashboard.
+///
+/// `--plugins autoupdate/v1-alpha` writes `.github/workflows/auto_update.yml`, a weekly GitHub Actions
+/// workflow that runs `rustbuilder alpha update` when a newer rustbuilder is released and opens a pull
+/// request (or an issue, on conflicts).
+///
+/// Kubebuilder's plugin keys (`helm.kubebuilder.io/v2-alpha`, ...) and ours
+/// (`helm.rustbuilder.dev/v2-alpha`, ...) name the same plugins.
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "Examples:\n  rustbuilder edit --multigroup\n  git diff --stat   # review the move, then build\n  \
                         rustbuilder edit --namespaced && make manifests\n  \
-                        make manifests && rustbuilder edit --plugins helm/v2-alpha"
+                        make manifests && rustbuilder edit --plugins helm/v2-alpha\n  \
+                        make build-installer && rustbuilder edit --plugins helm/v2-alpha --manifests dist/install.yaml\n  \
+                        rustbuilder edit --plugins grafana/v1-alpha\n  \
+                        rustbuilder edit --plugins autoupdate/v1-alpha"
 )]
 pub struct Args {
     /// Use the multigroup layout (`--multigroup=false`: back to a single group, for a project without APIs).
@@ -36,12 +52,21 @@ pub struct Args {
     /// Confine the manager to its own namespace (`--namespaced=false`: watch the whole cluster again).
     #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub namespaced: Option<bool>,
-    /// Plugin to run on the project: `helm/v2-alpha` writes a Helm chart to dist/chart/.
+    /// Plugin to run on the project: `helm/v2-alpha` (a Helm chart), `grafana/v1-alpha` (Grafana
+    /// dashboards) or `autoupdate/v1-alpha` (a workflow that runs `alpha update`).
     #[arg(long, value_name = "PLUGIN")]
     pub plugins: Option<String>,
     /// With `--plugins helm/v2-alpha`: rewrite values.yaml, Chart.yaml and .helmignore too.
     #[arg(long)]
     pub force: bool,
+    /// With `--plugins helm/v2-alpha`: build the chart from this rendered install manifest (e.g.
+    /// dist/install.yaml from `make build-installer`) instead of config/; `--manifests ""` goes back
+    /// to config/.
+    #[arg(long, value_name = "FILE")]
+    pub manifests: Option<String>,
+    /// With `--plugins helm/v2-alpha`: write the chart to DIR/chart/ [default: dist].
+    #[arg(long, value_name = "DIR")]
+    pub output_dir: Option<String>,
     #[command(flatten)]
     pub project: super::ProjectDir,
 }
@@ -60,13 +85,36 @@ pub fn run(args: Args) -> Result<()> {
             "one edit at a time: `{first}` and `{second}` were both given\nhelp: run `rustbuilder edit` once for each"
         );
     }
-    if args.force && args.plugins.is_none() {
-        bail!(
-            "`--force` belongs to `--plugins helm/v2-alpha`\nhelp: `rustbuilder edit --plugins helm/v2-alpha --force` rewrites the chart's values"
-        );
+    let plugin = args.plugins.as_deref().map(Plugin::parse).transpose()?;
+    for (flag, set) in [
+        ("--force", args.force),
+        ("--manifests", args.manifests.is_some()),
+        ("--output-dir", args.output_dir.is_some()),
+    ] {
+        if set && plugin != Some(Plugin::Helm) {
+            bail!(
+                "`{flag}` belongs to `--plugins helm/v2-alpha`\nhelp: e.g. `rustbuilder edit --plugins helm/v2-alpha {flag}{}`",
+                match flag {
+                    "--manifests" => " dist/install.yaml",
+                    "--output-dir" => " dist",
+                    _ => "",
+                }
+            );
+        }
     }
-    if let Some(plugin) = &args.plugins {
-        return edit_plugin(&args.project.dir, plugin, args.force);
+    match plugin {
+        Some(Plugin::Helm) => {
+            let options = helm::Options {
+                force: args.force,
+                manifests: args.manifests,
+                output: args.output_dir,
+                replay: false,
+            };
+            return edit_helm(&args.project.dir, &options);
+        }
+        Some(Plugin::Grafana) => return edit_grafana(&args.project.dir),
+        Some(Plugin::Autoupdate) => return edit_autoupdate(&args.project.dir),
+        None => {}
     }
     if let Some(namespaced) = args.namespaced {
         return edit_namespaced(&args.project.dir, namespaced);
@@ -122,29 +170,94 @@ fn edit_namespaced(dir: &std::path::Path, namespaced: bool) -> Result<()> {
     Ok(())
 }
 
-fn edit_plugin(dir: &std::path::Path, plugin: &str, force: bool) -> Result<()> {
-    if plugin != helm::NAME {
-        bail!(
-            "unknown plugin `{plugin}` for `edit`\nhelp: the available plugin is `{}`",
-            helm::NAME
-        );
+/// The plugins `edit --plugins` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Plugin {
+    Helm,
+    Grafana,
+    Autoupdate,
+}
+
+impl Plugin {
+    /// Our short name, our PROJECT key, or Kubebuilder's key.
+    fn parse(name: &str) -> Result<Self> {
+        use crate::project::{AUTOUPDATE_PLUGIN, GRAFANA_PLUGIN, HELM_PLUGIN};
+        Ok(match name {
+            helm::NAME | HELM_PLUGIN | "helm.kubebuilder.io/v2-alpha" => Plugin::Helm,
+            grafana::NAME | GRAFANA_PLUGIN | "grafana.kubebuilder.io/v1-alpha" => Plugin::Grafana,
+            autoupdate::NAME | AUTOUPDATE_PLUGIN | "autoupdate.kubebuilder.io/v1-alpha" => {
+                Plugin::Autoupdate
+            }
+            _ => bail!(
+                "unknown plugin `{name}` for `edit`\nhelp: the available plugins are `{}`, `{}` and `{}` (Kubebuilder's keys, e.g. `helm.kubebuilder.io/v2-alpha`, work too)",
+                helm::NAME,
+                grafana::NAME,
+                autoupdate::NAME
+            ),
+        })
     }
-    let changed = helm::edit(dir, force)?.apply()?;
+}
+
+fn edit_helm(dir: &std::path::Path, options: &helm::Options) -> Result<()> {
+    let edit = helm::edit(dir, options)?;
+    let changed = edit.plan.apply()?;
     if changed.is_empty() {
-        shell::status("Fresh", format!("{} is up to date", helm::CHART_DIR));
+        shell::status("Fresh", format!("{} is up to date", edit.chart_dir));
         return Ok(());
     }
     shell::written(changed);
     shell::status(
         "Generated",
-        format!("the Helm chart in {}", helm::CHART_DIR),
+        format!("the Helm chart in {} from {}", edit.chart_dir, edit.source),
     );
     shell::note(
         "Next",
         format!(
             "check and install it (values.yaml holds the image, replicas, ...):\n$ helm lint {0} && helm install <release> {0} --namespace <namespace> --create-namespace",
-            helm::CHART_DIR
+            edit.chart_dir
         ),
+    );
+    Ok(())
+}
+
+fn edit_grafana(dir: &std::path::Path) -> Result<()> {
+    let changed = grafana::edit(dir)?.apply()?;
+    if changed.is_empty() {
+        shell::status("Fresh", format!("{}/ is up to date", grafana::DIR));
+        return Ok(());
+    }
+    shell::written(changed);
+    shell::status(
+        "Generated",
+        format!("Grafana dashboards in {}/", grafana::DIR),
+    );
+    shell::note(
+        "Next",
+        format!(
+            "import the JSON files into Grafana (Dashboards > New > Import) with a Prometheus data source that scrapes the manager (config/prometheus); for metrics of your own, list them in {} and run this again",
+            grafana::CONFIG
+        ),
+    );
+    Ok(())
+}
+
+fn edit_autoupdate(dir: &std::path::Path) -> Result<()> {
+    let changed = autoupdate::edit(dir)?.apply()?;
+    if changed.is_empty() {
+        shell::status(
+            "Fresh",
+            format!("{} is there already", autoupdate::WORKFLOW),
+        );
+        return Ok(());
+    }
+    shell::written(changed);
+    shell::status(
+        "Generated",
+        format!("the auto-update workflow {}", autoupdate::WORKFLOW),
+    );
+    shell::note(
+        "Next",
+        "commit and push it; it runs every Tuesday, or from the Actions tab (Auto Update > Run workflow). Allow GitHub Actions to create pull requests in the repository's Actions settings",
     );
     Ok(())
 }

@@ -9,7 +9,9 @@ use anyhow::Result;
 use crate::project::{self, Project, Resource};
 use crate::scaffold::Plan;
 
+pub mod autoupdate;
 pub mod deploy_image;
+pub mod grafana;
 pub mod helm;
 pub mod multigroup;
 pub mod namespaced;
@@ -106,6 +108,21 @@ pub fn generate(project: &Project, input: &Path, output: &Path) -> Result<()> {
             force: false,
         };
         webhook::create_webhook(output, &options)?.apply()?;
+    }
+    replay_optional_plugins(project, input, output)?;
+    Ok(())
+}
+
+/// The optional plugins PROJECT records, run again on the re-scaffolded project: the Grafana dashboards
+/// (with the custom-metrics list of the project at `input`) and the auto-update workflow. The Helm
+/// chart is not among them: it is built from manifests, which come later (see
+/// [`crate::generate::scaffold`]).
+fn replay_optional_plugins(project: &Project, input: &Path, output: &Path) -> Result<()> {
+    if project.plugins.contains_key(project::GRAFANA_PLUGIN) {
+        grafana::replay(input, output)?;
+    }
+    if project.plugins.contains_key(project::AUTOUPDATE_PLUGIN) {
+        autoupdate::replay(output)?;
     }
     Ok(())
 }
