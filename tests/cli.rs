@@ -3647,7 +3647,6 @@ fn webhook_tests_are_named_after_the_group_in_a_multigroup_project() {
     );
 }
 
-#[test]
 /// A project with a defaulting and validating webhook and its manifests (faked: no build), for the
 /// Helm chart built from an install manifest.
 fn helm_webhook_project() -> tempfile::TempDir {

@@ -110,6 +110,32 @@ pub fn generate(project: &Project, input: &Path, output: &Path) -> Result<()> {
         webhook::create_webhook(output, &options)?.apply()?;
     }
     replay_optional_plugins(project, input, output)?;
+    keep_server_side_apply(project, output)
+}
+
+/// `api.ssa` no command sets (it comes from a Kubebuilder project and changes nothing generated): the
+/// regenerated PROJECT keeps it as the input had it.
+fn keep_server_side_apply(project: &Project, output: &Path) -> Result<()> {
+    let asked = |r: &Resource| r.api.as_ref().is_some_and(|a| a.ssa);
+    if !project.resources.iter().any(asked) {
+        return Ok(());
+    }
+    let mut written = Project::load(output)?;
+    for resource in &mut written.resources {
+        let input = project.resources.iter().find(|r| {
+            (&r.group, &r.version, &r.kind) == (&resource.group, &resource.version, &resource.kind)
+        });
+        if let (Some(api), Some(input)) = (resource.api.as_mut(), input) {
+            api.ssa = asked(input);
+        }
+    }
+    let mut plan = crate::scaffold::Plan::new(output);
+    plan.add(
+        project::FILE_NAME,
+        written.render(),
+        crate::scaffold::IfExists::Overwrite,
+    );
+    plan.apply()?;
     Ok(())
 }
 
