@@ -572,6 +572,9 @@ fn a_helm_chart_goes_through_an_update_as_it_is() {
     assert!(read(d, "Makefile").contains("--all-features"));
 }
 
+/// A step of a workflow run: its name, and whether it succeeded (`None`: skipped).
+type StepOutcome = (String, Option<bool>);
+
 /// A local stand-in for a GitHub Actions runner of `.github/workflows/auto_update.yml`: it runs the
 /// `run` steps of the workflow's job in order, in bash as Actions does (`-eo pipefail`), with the step
 /// outputs, `if:` conditions and `${{ ... }}` expressions the workflow uses. `uses:` steps (checkout,
@@ -649,7 +652,7 @@ done
     }
 
     /// Runs the workflow in `dir`: each step's name with its outcome (`None`: skipped), and the outputs.
-    fn run(&self, dir: &Path) -> (Vec<(String, Option<bool>)>, BTreeMap<String, String>) {
+    fn run(&self, dir: &Path) -> (Vec<StepOutcome>, BTreeMap<String, String>) {
         let text = read(dir, ".github/workflows/auto_update.yml");
         let workflow: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
         let job = &workflow["jobs"]["auto-update"];
