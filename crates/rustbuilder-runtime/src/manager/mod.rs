@@ -220,7 +220,8 @@ impl Manager {
         args: ManagerArgs,
     ) -> Result<Manager, Error> {
         init_logging(&args)?;
-        let client = Client::try_default().await?;
+        let metrics = Metrics::new();
+        let client = counted_client(&metrics).await?;
         let server = client.apiserver_version().await?;
         info!(version = %server.git_version, "connected to the API server");
 
@@ -235,7 +236,8 @@ impl Manager {
         if let Some(namespace) = &watch_namespace {
             info!(namespace, "watching one namespace");
         }
-        let mut manager = Manager::with_parts(name, client, leader_election, watch_namespace);
+        let mut manager =
+            Manager::with_parts(name, client, metrics, leader_election, watch_namespace);
         Arc::get_mut(&mut manager.inner)
             .expect("not shared yet")
             .webhook_server = Some(webhook_server(&args));
@@ -254,21 +256,22 @@ impl Manager {
     /// handling, no leader election. Tests build one per controller under test and call
     /// [`Manager::shutdown`] to stop it.
     pub fn new(name: &str, client: Client) -> Self {
-        Manager::with_parts(name, client, None, None)
+        Manager::with_parts(name, client, Metrics::new(), None, None)
     }
 
     /// Like [`Manager::new`], watching the objects of `namespace` only, as `--watch-namespace` does.
     pub fn in_namespace(name: &str, client: Client, namespace: &str) -> Self {
-        Manager::with_parts(name, client, None, Some(namespace.to_string()))
+        let namespace = Some(namespace.to_string());
+        Manager::with_parts(name, client, Metrics::new(), None, namespace)
     }
 
     fn with_parts(
         name: &str,
         client: Client,
+        metrics: Metrics,
         leader_election: Option<(String, String)>,
         watch_namespace: Option<String>,
     ) -> Self {
-        let metrics = Metrics::new();
         let (stop, mut stop_requested) = watch::channel(false);
         let stopped = async move {
             // An error means the sender is gone, i.e. the manager was dropped: stop as well.
@@ -673,6 +676,18 @@ pub fn pod_namespace() -> String {
         .or_else(from_env)
         .filter(|ns| !ns.is_empty())
         .unwrap_or_else(|| "default".into())
+}
+
+/// The API client (in-cluster config, else the current kubeconfig), its requests counted in
+/// `metrics` (`rest_client_*`).
+async fn counted_client(metrics: &Metrics) -> Result<Client, Error> {
+    let config = kube::Config::infer()
+        .await
+        .map_err(kube::Error::InferConfig)?;
+    let host = config.cluster_url.authority().map(|a| a.to_string());
+    let layer = metrics.client_layer(&host.unwrap_or_default());
+    let builder = kube::client::ClientBuilder::try_from(config)?;
+    Ok(builder.with_layer(&layer).build())
 }
 
 fn init_logging(args: &ManagerArgs) -> Result<(), Error> {
