@@ -335,8 +335,9 @@ fn list_type<'v>(field: Option<&str>, wanted: &[Value], owned: Option<&'v Value>
             Some(key) if key.starts_with("k:") => return ListType::Map(Keys::Owned(&key[2..])),
             Some(key) if key.starts_with("v:") => return ListType::Set,
             Some(_) => return ListType::Atomic,
-            // A list owned whole is atomic; an empty map or set list looks the same, though.
-            None if !wanted.is_empty() => return ListType::Atomic,
+            // A list owned whole (a leaf, `{}`) is atomic. An empty map or set list looks the same,
+            // and one whose items others took over keeps only `.`: known by name then.
+            None if !wanted.is_empty() && owned.is_empty() => return ListType::Atomic,
             None => {}
         }
     }
@@ -601,6 +602,18 @@ mod tests {
             &actual,
             &json!({"items": [{"id": 1}], "tags": ["a"], "whole": [{"id": 1}]})
         ));
+        // A map list whose items others took over: only `.` is left, and the name decides.
+        let taken = json!({"f:containers": {".": {}}});
+        let comparison = Comparison {
+            owned: Some(&taken),
+        };
+        let actual = json!({"containers": [{"name": "theirs"}, {"name": "ours"}]});
+        assert!(comparison.contains(&actual, &json!({"containers": [{"name": "ours"}]})));
+        let whole = json!({"f:containers": {}});
+        let comparison = Comparison {
+            owned: Some(&whole),
+        };
+        assert!(!comparison.contains(&actual, &json!({"containers": [{"name": "ours"}]})));
         // Without managed fields, `items` would be atomic.
         assert!(!contains(&actual, &json!({"items": [{"id": 1}]})));
     }
