@@ -1,10 +1,16 @@
 //! Server-side apply that skips no-op writes.
 //!
 //! A controller computes the whole object it wants (only the fields it cares about) and calls [`apply`]
-//! with what it last saw. If the current object already holds every field of the desired one, nothing
-//! is written: a converged object costs no API call. Otherwise the desired object is applied with
-//! `force`, taking back the fields this field manager owns from whoever changed them, and leaving
-//! fields set by others alone. [`status`] does the same for the `status` subresource.
+//! with what it last saw. If an apply would change nothing, nothing is written: a converged object
+//! costs no API call. Otherwise the desired object is applied with `force`, taking back the fields this
+//! field manager owns from whoever changed them, and leaving fields set by others alone. [`status`]
+//! does the same for the `status` subresource.
+//!
+//! "Would change nothing" is decided as the API server merges ([`Comparison`]): lists by their list
+//! type (an atomic list such as `tolerations` with a foreign item, or a map list such as `env` in
+//! another order, is a difference), and, when the current object carries this field manager's
+//! `managedFields` entry (the [`owned`](crate::owned) cache keeps it), a field it set before and no
+//! longer sets is a difference too: the apply removes it.
 
 use std::fmt::Debug;
 
@@ -49,12 +55,14 @@ impl<K> Applied<K> {
 
 /// Makes the object named like `desired` hold every field of `desired`, by server-side apply (with
 /// `force`) as `field_manager`, unless `current` (the object as last seen, e.g. from a cache; `None`
-/// when there is none) already holds them all (see [`contains`]).
+/// when there is none) is already what the apply would make of it (see [`Comparison`]).
 ///
 /// A write that returns the resourceVersion `current` had changed nothing, and counts as
 /// [`Applied::Unchanged`] (e.g. when the cache was behind). Fields `desired` leaves out and that this
-/// field manager set before are removed by the API server only when a write happens: omit a field
-/// from `desired` together with a change to another field, or use a fresh field manager.
+/// field manager set before are removed by the apply; that they are there is known from `current`'s
+/// `managedFields` entry of `field_manager`. A `current` without it (e.g. from a cache that drops
+/// managed fields) is compared by value alone: a field left out is then removed only with the next
+/// write for another reason.
 pub async fn apply<K>(
     api: &Api<K>,
     current: Option<&K>,
@@ -70,7 +78,7 @@ where
     if let Some(current) = current {
         let actual = serde_json::to_value(current).map_err(kube::Error::SerdeError)?;
         let wanted = serde_json::to_value(desired).map_err(kube::Error::SerdeError)?;
-        if contains(&actual, &wanted) {
+        if Comparison::of(&actual, field_manager).contains(&actual, &wanted) {
             return Ok(Applied::Unchanged(current.clone()));
         }
     }
@@ -123,10 +131,11 @@ where
     };
     let mut actual = serde_json::to_value(current).map_err(kube::Error::SerdeError)?;
     let wanted = serde_json::to_value(desired).map_err(kube::Error::SerdeError)?;
-    if contains(&actual, &wanted) {
+    let comparison = Comparison::of(&actual, field_manager);
+    if comparison.contains(&actual, &wanted) {
         return Ok(Applied::Unchanged(current.clone()));
     }
-    let Some(replicas) = resize(&actual, &wanted) else {
+    let Some(replicas) = resize(&actual, &wanted, comparison) else {
         return write(api, name, Some(current), desired, field_manager).await;
     };
     let params = PatchParams {
@@ -142,14 +151,14 @@ where
 }
 
 /// The size `wanted` asks for, when `spec.replicas` is the only thing `actual` does not hold.
-fn resize(actual: &Value, wanted: &Value) -> Option<i64> {
+fn resize(actual: &Value, wanted: &Value, comparison: Comparison<'_>) -> Option<i64> {
     let replicas = wanted.pointer("/spec/replicas")?.as_i64()?;
     if actual.pointer("/spec/replicas")?.as_i64()? == replicas {
         return None;
     }
     let mut rest = wanted.clone();
     rest["spec"]["replicas"] = actual["spec"]["replicas"].clone();
-    contains(actual, &rest).then_some(replicas)
+    comparison.contains(actual, &rest).then_some(replicas)
 }
 
 /// Writes `status` to the `status` subresource of `object` by server-side apply (with `force`) as
@@ -192,22 +201,235 @@ where
     }
 }
 
-/// Whether `actual` holds everything in `wanted`: objects field by field (extra fields in `actual`
-/// are fine), arrays of objects element by element in any order (Kubernetes merges them as keyed
-/// lists), other arrays and values exactly. `null` in `wanted` matches a missing field.
+/// Whether `actual` holds everything in `wanted`, compared as server-side apply merges: objects
+/// field by field (extra fields in `actual` are fine: set by others or defaulted), scalars exactly,
+/// and lists by their list type (see [`Comparison`]), known by field name for the lists of the
+/// Kubernetes workload kinds. `null` in `wanted` matches a missing field.
+///
+/// A list of a type it does not know is atomic, as a custom resource's lists are unless their schema
+/// says otherwise: `actual` must hold as many items, in the same order, each holding its `wanted`
+/// item. Use [`Comparison::of`] with the field manager's `managedFields` entry to learn every list's
+/// type from the API server instead.
 pub fn contains(actual: &Value, wanted: &Value) -> bool {
+    Comparison::default().contains(actual, wanted)
+}
+
+/// A comparison of a live object with the object a field manager applies, that knows what an apply
+/// would change: the list types, and the fields this field manager owns.
+///
+/// The list types follow the API server's (`x-kubernetes-list-type`):
+///
+/// - **atomic** (e.g. a Deployment's `tolerations`, a container's `args`): an apply replaces the whole
+///   list, so `actual` must hold exactly as many items in the same order, each holding its `wanted`
+///   item (fields the API server defaults are allowed);
+/// - **map** (e.g. `containers` and `env` by `name`, container `ports` by `containerPort` and
+///   `protocol`): items are matched by their keys; items of others may sit in between, but the
+///   wanted ones must come in the wanted order, since an apply puts them back in that order;
+/// - **set** (e.g. `metadata.finalizers`): the wanted values, in the wanted order, among others.
+///
+/// With the field manager's entry of `metadata.managedFields` (its `fieldsV1`), the list types of the
+/// lists it owns come from there, and a field it owns that `wanted` no longer has makes the objects
+/// differ: an apply removes it (releases it, if someone else owns it too).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Comparison<'a> {
+    /// The `fieldsV1` tree of the fields the field manager owns, if known.
+    owned: Option<&'a Value>,
+}
+
+/// How an apply merges a list.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum ListType<'a> {
+    Atomic,
+    Set,
+    /// Items matched by these key fields; `Owned` when the keys come from a managed-fields entry.
+    Map(Keys<'a>),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Keys<'a> {
+    Known(&'static [&'static str]),
+    /// The `k:{...}` entry of a managed-fields tree: its JSON object's field names are the keys.
+    Owned(&'a str),
+}
+
+impl<'a> Comparison<'a> {
+    /// A comparison that knows which fields `field_manager` owns, from `object`'s `managedFields`
+    /// (its entry for applies to the object itself, not to a subresource). Without such an entry it
+    /// is [`contains`]'s.
+    pub fn of(object: &'a Value, field_manager: &str) -> Self {
+        let entries = object
+            .pointer("/metadata/managedFields")
+            .and_then(Value::as_array);
+        let ours = entries.into_iter().flatten().find(|entry| {
+            entry["manager"] == field_manager
+                && entry["operation"] == "Apply"
+                && entry
+                    .get("subresource")
+                    .is_none_or(|s| s.is_null() || s == "")
+        });
+        Comparison {
+            owned: ours.and_then(|entry| entry.get("fieldsV1")),
+        }
+    }
+
+    /// Whether an apply of `wanted` would leave `actual` as it is: `actual` holds every field of
+    /// `wanted` where an apply puts it, and `wanted` still has every field the field manager owns.
+    pub fn contains(&self, actual: &Value, wanted: &Value) -> bool {
+        holds(actual, wanted, None, self.owned)
+            && self.owned.is_none_or(|owned| !releases(owned, wanted))
+    }
+}
+
+/// Whether `actual` holds `wanted`; `field` is the name of the field they are the value of, `owned`
+/// the managed-fields tree of that value.
+fn holds(actual: &Value, wanted: &Value, field: Option<&str>, owned: Option<&Value>) -> bool {
     match (actual, wanted) {
         (Value::Object(actual), Value::Object(wanted)) => {
             wanted.iter().all(|(key, w)| match actual.get(key) {
-                Some(a) => contains(a, w),
+                Some(a) => holds(a, w, Some(key), owned_field(owned, key)),
                 None => w.is_null(),
             })
         }
-        (Value::Array(actual), Value::Array(wanted)) if wanted.iter().all(Value::is_object) => {
-            wanted.iter().all(|w| actual.iter().any(|a| contains(a, w)))
+        (Value::Array(actual), Value::Array(wanted)) => {
+            match list_type(field, wanted, owned) {
+                ListType::Atomic => {
+                    actual.len() == wanted.len()
+                        && actual
+                            .iter()
+                            .zip(wanted)
+                            .all(|(a, w)| holds(a, w, None, None))
+                }
+                ListType::Set => {
+                    // In order, others' values in between.
+                    let mut rest = actual.iter();
+                    wanted.iter().all(|w| rest.any(|a| a == w))
+                }
+                ListType::Map(keys) => {
+                    let mut rest = actual.iter();
+                    wanted.iter().all(|w| {
+                        let item = owned.and_then(|owned| owned_item(owned, w));
+                        rest.any(|a| same_keys(a, w, keys) && holds(a, w, None, item))
+                    })
+                }
+            }
         }
         _ => actual == wanted,
     }
+}
+
+/// The managed-fields tree of field `key` of an object whose tree is `owned`.
+fn owned_field<'v>(owned: Option<&'v Value>, key: &str) -> Option<&'v Value> {
+    let owned = owned?.as_object()?;
+    owned
+        .iter()
+        .find(|(name, _)| name.strip_prefix("f:") == Some(key))
+        .map(|(_, tree)| tree)
+}
+
+/// The type of the list `wanted`, the value of `field`: from the managed-fields tree when the field
+/// manager owns the list, else known by field name, else atomic.
+fn list_type<'v>(field: Option<&str>, wanted: &[Value], owned: Option<&'v Value>) -> ListType<'v> {
+    if let Some(owned) = owned.and_then(Value::as_object) {
+        let mut entries = owned.keys().filter(|k| *k != ".");
+        match entries.next() {
+            Some(key) if key.starts_with("k:") => return ListType::Map(Keys::Owned(&key[2..])),
+            Some(key) if key.starts_with("v:") => return ListType::Set,
+            Some(_) => return ListType::Atomic,
+            // A list owned whole (a leaf, `{}`) is atomic. An empty map or set list looks the same,
+            // and one whose items others took over keeps only `.`: known by name then.
+            None if !wanted.is_empty() && owned.is_empty() => return ListType::Atomic,
+            None => {}
+        }
+    }
+    let is_container_port = || {
+        wanted
+            .iter()
+            .any(|item| item.get("containerPort").is_some())
+    };
+    let keys: &'static [&'static str] = match field {
+        Some("containers" | "initContainers" | "ephemeralContainers") => &["name"],
+        Some("env" | "volumes" | "imagePullSecrets" | "resourceClaims" | "schedulingGates") => {
+            &["name"]
+        }
+        Some("volumeMounts") => &["mountPath"],
+        Some("volumeDevices") => &["devicePath"],
+        Some("ports") if is_container_port() => &["containerPort", "protocol"],
+        Some("ports") => &["port", "protocol"],
+        Some("hostAliases") => &["ip"],
+        Some("topologySpreadConstraints") => &["topologyKey", "whenUnsatisfiable"],
+        Some("ownerReferences") => &["uid"],
+        Some("conditions") => &["type"],
+        Some("finalizers") => return ListType::Set,
+        _ => return ListType::Atomic,
+    };
+    ListType::Map(Keys::Known(keys))
+}
+
+/// Whether item `actual` has the keys of item `wanted`. A key `wanted` leaves out (e.g. a port's
+/// `protocol`, defaulted by the API server) matches any value.
+fn same_keys(actual: &Value, wanted: &Value, keys: Keys<'_>) -> bool {
+    let same = |key: &str| wanted.get(key).is_none_or(|w| actual.get(key) == Some(w));
+    match keys {
+        Keys::Known(keys) => keys.iter().all(|key| same(key)),
+        Keys::Owned(json) => match serde_json::from_str::<Value>(json) {
+            Ok(Value::Object(keys)) => keys.keys().all(|key| same(key)),
+            _ => false,
+        },
+    }
+}
+
+/// The managed-fields tree of the item of a map list (tree `owned`) whose keys `wanted` has.
+fn owned_item<'v>(owned: &'v Value, wanted: &Value) -> Option<&'v Value> {
+    owned.as_object()?.iter().find_map(|(name, tree)| {
+        let item: Value = serde_json::from_str(name.strip_prefix("k:")?).ok()?;
+        let item = item.as_object()?;
+        item.iter()
+            .all(|(key, value)| wanted.get(key).is_none_or(|w| w == value))
+            .then_some(tree)
+    })
+}
+
+/// Whether the managed-fields tree `owned` names a field `wanted` does not have: an apply of `wanted`
+/// would remove it.
+fn releases(owned: &Value, wanted: &Value) -> bool {
+    let Some(owned) = owned.as_object() else {
+        return false;
+    };
+    owned.iter().any(|(name, tree)| {
+        let below = |value: &Value| {
+            let has_children = tree.as_object().is_some_and(|t| t.keys().any(|k| k != "."));
+            has_children && releases(tree, value)
+        };
+        if name == "." {
+            false
+        } else if let Some(field) = name.strip_prefix("f:") {
+            match wanted.get(field) {
+                Some(value) if !value.is_null() => below(value),
+                _ => true,
+            }
+        } else if let Some(item) = name.strip_prefix("k:") {
+            let Ok(Value::Object(keys)) = serde_json::from_str::<Value>(item) else {
+                return false;
+            };
+            let items = wanted.as_array().into_iter().flatten();
+            // A key `wanted` leaves out (a port's defaulted `protocol`) matches any value.
+            let same = |w: &&Value| keys.iter().all(|(k, v)| w.get(k).is_none_or(|w| w == v));
+            let mut matching = items.filter(same);
+            matching.next().is_none_or(below)
+        } else if let Some(value) = name.strip_prefix("v:") {
+            let Ok(value) = serde_json::from_str::<Value>(value) else {
+                return false;
+            };
+            !wanted
+                .as_array()
+                .is_some_and(|items| items.contains(&value))
+        } else if let Some(index) = name.strip_prefix("i:") {
+            let item = index.parse().ok().and_then(|i: usize| wanted.get(i));
+            item.is_none_or(below)
+        } else {
+            false
+        }
+    })
 }
 
 fn invalid(message: &str) -> kube::Error {
@@ -230,17 +452,170 @@ mod tests {
     }
 
     #[test]
-    fn object_lists_are_keyed_in_any_order() {
-        let actual = json!({"a": [{"k": 1, "x": 0}, {"k": 2}], "s": ["x", "y"]});
-        assert!(contains(&actual, &json!({"a": [{"k": 2}, {"k": 1}]})));
-        assert!(!contains(&actual, &json!({"a": [{"k": 3}]})));
-        assert!(!contains(&actual, &json!({"a": [{"k": 1, "x": 1}]})));
-        assert!(contains(&actual, &json!({"s": ["x", "y"]})));
+    fn lists_compare_by_their_list_type() {
+        let actual = json!({
+            "containers": [{"name": "a", "image": "x", "imagePullPolicy": "IfNotPresent"}, {"name": "b"}],
+            "tolerations": [{"key": "k"}, {"key": "foreign"}],
+            "args": ["x", "y"],
+            "finalizers": ["theirs", "ours"],
+        });
+        // Map lists: by key, others' items in between, ours in our order.
+        assert!(contains(&actual, &json!({"containers": [{"name": "b"}]})));
+        assert!(contains(
+            &actual,
+            &json!({"containers": [{"name": "a", "image": "x"}, {"name": "b"}]})
+        ));
         assert!(
-            !contains(&actual, &json!({"s": ["y", "x"]})),
-            "scalar lists are ordered"
+            !contains(
+                &actual,
+                &json!({"containers": [{"name": "b"}, {"name": "a"}]})
+            ),
+            "reordered"
         );
-        assert!(!contains(&actual, &json!({"s": ["x"]})));
+        assert!(!contains(
+            &actual,
+            &json!({"containers": [{"name": "a", "image": "y"}]})
+        ));
+        assert!(!contains(&actual, &json!({"containers": [{"name": "c"}]})));
+        // Atomic lists (any list not known otherwise): the same items in the same order.
+        assert!(contains(
+            &actual,
+            &json!({"tolerations": [{"key": "k"}, {"key": "foreign"}]})
+        ));
+        assert!(
+            !contains(&actual, &json!({"tolerations": [{"key": "k"}]})),
+            "a foreign item"
+        );
+        assert!(!contains(
+            &actual,
+            &json!({"tolerations": [{"key": "foreign"}, {"key": "k"}]})
+        ));
+        assert!(contains(&actual, &json!({"args": ["x", "y"]})));
+        assert!(!contains(&actual, &json!({"args": ["y", "x"]})));
+        assert!(!contains(&actual, &json!({"args": ["x"]})));
+        // Sets: our values among others.
+        assert!(contains(&actual, &json!({"finalizers": ["ours"]})));
+        assert!(!contains(&actual, &json!({"finalizers": ["gone"]})));
+    }
+
+    #[test]
+    fn container_ports_are_keyed_by_port_and_protocol() {
+        let actual = json!({"ports": [{"containerPort": 80, "protocol": "TCP"}, {"containerPort": 53, "protocol": "UDP"}]});
+        assert!(contains(
+            &actual,
+            &json!({"ports": [{"containerPort": 53, "protocol": "UDP"}]})
+        ));
+        assert!(
+            contains(&actual, &json!({"ports": [{"containerPort": 80}]})),
+            "protocol defaulted"
+        );
+        assert!(!contains(
+            &actual,
+            &json!({"ports": [{"containerPort": 53, "protocol": "TCP"}]})
+        ));
+    }
+
+    /// A Deployment as the API server returns it after an apply by `ours`: labels, an atomic list,
+    /// a map list and a set.
+    fn applied() -> Value {
+        json!({
+            "metadata": {
+                "name": "web",
+                "labels": {"app": "web", "tier": "a", "theirs": "x"},
+                "finalizers": ["example.com/ours"],
+                "managedFields": [
+                    {"manager": "theirs", "operation": "Update", "fieldsV1": {"f:metadata": {"f:labels": {"f:theirs": {}}}}},
+                    {"manager": "ours", "operation": "Apply", "subresource": "status", "fieldsV1": {"f:status": {}}},
+                    {"manager": "ours", "operation": "Apply", "fieldsV1": {
+                        "f:metadata": {
+                            "f:labels": {".": {}, "f:app": {}, "f:tier": {}},
+                            "f:finalizers": {".": {}, "v:\"example.com/ours\"": {}},
+                        },
+                        "f:spec": {
+                            "f:tolerations": {},
+                            "f:containers": {"k:{\"name\":\"web\"}": {".": {}, "f:name": {}, "f:args": {}}},
+                        },
+                    }},
+                ],
+            },
+            "spec": {
+                "tolerations": [{"key": "k"}],
+                "containers": [{"name": "web", "args": ["x"], "image": "defaulted"}],
+            },
+        })
+    }
+
+    #[test]
+    fn the_fields_a_manager_owns_and_no_longer_wants_are_a_difference() {
+        let actual = applied();
+        let ours = Comparison::of(&actual, "ours");
+        assert!(ours.owned.is_some());
+        let wanted = |labels: Value, finalizers: Value, containers: Value| {
+            json!({
+                "metadata": {"name": "web", "labels": labels, "finalizers": finalizers},
+                "spec": {"tolerations": [{"key": "k"}], "containers": containers},
+            })
+        };
+        let labels = json!({"app": "web", "tier": "a"});
+        let finalizers = json!(["example.com/ours"]);
+        let containers = json!([{"name": "web", "args": ["x"]}]);
+        let same = wanted(labels.clone(), finalizers.clone(), containers.clone());
+        assert!(ours.contains(&actual, &same));
+        let no_tier = wanted(
+            json!({"app": "web"}),
+            finalizers.clone(),
+            containers.clone(),
+        );
+        assert!(!ours.contains(&actual, &no_tier), "a label no longer set");
+        assert!(
+            contains(&actual, &no_tier),
+            "without managedFields, only values compare"
+        );
+        let no_finalizer = wanted(labels.clone(), json!([]), containers.clone());
+        assert!(
+            !ours.contains(&actual, &no_finalizer),
+            "a set value no longer set"
+        );
+        let no_args = wanted(labels.clone(), finalizers.clone(), json!([{"name": "web"}]));
+        assert!(
+            !ours.contains(&actual, &no_args),
+            "a field of a map item no longer set"
+        );
+        let other = wanted(labels, finalizers, json!([{"name": "other"}]));
+        assert!(!ours.contains(&actual, &other));
+        // Another manager owns other fields: nothing of theirs is compared.
+        assert!(Comparison::of(&actual, "nobody").owned.is_none());
+    }
+
+    #[test]
+    fn owned_lists_take_their_type_from_managed_fields() {
+        let owned = json!({"f:items": {"k:{\"id\":1}": {".": {}, "f:id": {}}}, "f:tags": {"v:\"a\"": {}}, "f:whole": {}});
+        let comparison = Comparison {
+            owned: Some(&owned),
+        };
+        let actual = json!({"items": [{"id": 2}, {"id": 1, "x": 0}], "tags": ["b", "a"], "whole": [{"id": 1}, {"id": 2}]});
+        assert!(comparison.contains(
+            &actual,
+            &json!({"items": [{"id": 1}], "tags": ["a"], "whole": [{"id": 1}, {"id": 2}]})
+        ));
+        assert!(!comparison.contains(
+            &actual,
+            &json!({"items": [{"id": 1}], "tags": ["a"], "whole": [{"id": 1}]})
+        ));
+        // A map list whose items others took over: only `.` is left, and the name decides.
+        let taken = json!({"f:containers": {".": {}}});
+        let comparison = Comparison {
+            owned: Some(&taken),
+        };
+        let actual = json!({"containers": [{"name": "theirs"}, {"name": "ours"}]});
+        assert!(comparison.contains(&actual, &json!({"containers": [{"name": "ours"}]})));
+        let whole = json!({"f:containers": {}});
+        let comparison = Comparison {
+            owned: Some(&whole),
+        };
+        assert!(!comparison.contains(&actual, &json!({"containers": [{"name": "ours"}]})));
+        // Without managed fields, `items` would be atomic.
+        assert!(!contains(&actual, &json!({"items": [{"id": 1}]})));
     }
 
     #[test]
@@ -255,11 +630,13 @@ mod tests {
     fn a_resize_is_a_change_of_the_size_alone() {
         let actual = json!({"metadata": {"name": "a"}, "spec": {"replicas": 1, "image": "x"}});
         let wanted = |replicas, image| json!({"spec": {"replicas": replicas, "image": image}});
-        assert_eq!(resize(&actual, &wanted(2, "x")), Some(2));
-        assert_eq!(resize(&actual, &wanted(1, "x")), None, "no change");
-        assert_eq!(resize(&actual, &wanted(2, "y")), None, "more than the size");
-        assert_eq!(resize(&actual, &json!({"spec": {"image": "x"}})), None);
-        assert_eq!(resize(&json!({"spec": {}}), &wanted(2, "x")), None);
+        let any = Comparison::default();
+        assert_eq!(resize(&actual, &wanted(2, "x"), any), Some(2));
+        assert_eq!(resize(&actual, &wanted(1, "x"), any), None, "no change");
+        let other = resize(&actual, &wanted(2, "y"), any);
+        assert_eq!(other, None, "more than the size");
+        assert_eq!(resize(&actual, &json!({"spec": {"image": "x"}}), any), None);
+        assert_eq!(resize(&json!({"spec": {}}), &wanted(2, "x"), any), None);
     }
 
     #[test]

@@ -38,6 +38,7 @@ use tracing::{debug, info, warn};
 use crate::backoff::ErrorBackoff;
 use crate::events::EventType;
 use crate::manager::Manager;
+use crate::metrics::{QueueKey, WorkQueue};
 use crate::owned::Owned;
 
 /// How often readiness looks whether a controller's cache has synced.
@@ -55,7 +56,8 @@ type Customization<K> = Box<dyn FnOnce(Controller<K>) -> Controller<K> + Send>;
 ///
 /// - per-object exponential backoff after errors (1 s doubling to 5 min, reset by a success), so the
 ///   reconcile function needs no error policy;
-/// - reconcile metrics named like controller-runtime's (`controller_runtime_reconcile_total`, ...);
+/// - reconcile and work-queue metrics named like controller-runtime's
+///   (`controller_runtime_reconcile_total`, `workqueue_depth`, ...; see [`crate::metrics`]);
 /// - readiness: the manager reports ready once this controller's cache has synced;
 /// - graceful shutdown: on [`Manager::shutdown`] it takes no new work and returns once the reconciles
 ///   in flight are done;
@@ -72,6 +74,7 @@ where
     watcher_config: watcher::Config,
     concurrency: u16,
     customizations: Vec<Customization<K>>,
+    queue: WorkQueue,
 }
 
 impl<K> Builder<K>
@@ -80,6 +83,7 @@ where
 {
     pub(crate) fn new(manager: Manager, api: Api<K>, name: &str) -> Self {
         Builder {
+            queue: manager.metrics().work_queue(name),
             manager,
             api,
             name: name.to_string(),
@@ -95,7 +99,18 @@ where
     where
         O: Resource<DynamicType = ()> + DeserializeOwned + Send + 'static,
     {
-        let changes = owned.subscribe().map(Ok);
+        // The owners kube's controller reconciles for a change: each owner reference of kind `K`.
+        let queue = self.queue.clone();
+        let changes = owned
+            .subscribe()
+            .inspect(move |child| {
+                let namespace = child.metadata.namespace.as_deref();
+                let owners = child.metadata.owner_references.iter().flatten();
+                owners
+                    .filter(|o| o.kind == K::kind(&()) && o.api_version == K::api_version(&()))
+                    .for_each(|owner| queue.add(QueueKey::new(namespace, &owner.name)));
+            })
+            .map(Ok);
         self.customizations
             .push(Box::new(move |controller| controller.owns_stream(changes)));
         self
@@ -143,6 +158,7 @@ where
             watcher_config,
             concurrency,
             customizations,
+            queue,
         } = self;
         info!(controller = %name, "starting controller");
         let config = controller::Config::default().concurrency(concurrency);
@@ -153,7 +169,15 @@ where
         let objects = watcher::watcher(api, watcher_config)
             .modify(|object| object.managed_fields_mut().clear())
             .reflect(writer)
-            .applied_objects();
+            .applied_objects()
+            .inspect({
+                let queue = queue.clone();
+                move |object| {
+                    if let Ok(object) = object {
+                        queue.add(queue_key(object));
+                    }
+                }
+            });
         let mut controller = Controller::for_stream(objects, store)
             .with_config(config)
             .graceful_shutdown_on(manager.shutdown_signal());
@@ -167,12 +191,20 @@ where
         let reset = backoff.clone();
         let reconcile = Arc::new(reconcile);
         let events = Arc::new(manager.events());
+        let working = queue.clone();
         let checked = move |object: Arc<K>, ctx: Arc<C>| {
             let (reconcile, reset, events) = (reconcile.clone(), reset.clone(), events.clone());
+            let queue = working.clone();
             async move {
+                let queued = queue_key(&*object);
+                let work = queue.start(queued);
                 let key = object_key(&*object);
                 let reference = object.object_ref(&());
                 let result = reconcile(object, ctx).await;
+                drop(work);
+                if matches!(&result, Ok(action) if *action == Action::requeue(Duration::ZERO)) {
+                    queue.retry(queued, Duration::ZERO);
+                }
                 match &result {
                     Ok(_) => reset.reset(&key),
                     // Where people look first (`kubectl describe`): the error, on the object itself.
@@ -190,9 +222,11 @@ where
         };
         let metrics = manager.metrics().controller(&name, concurrency);
         let controller_name = name.clone();
+        let retries = queue.clone();
         let error_policy = move |object: Arc<K>, error: &E, _ctx: Arc<C>| {
             let key = object_key(&*object);
             let delay = backoff.next_delay(&key);
+            retries.retry(queue_key(&*object), delay);
             warn!(controller = %controller_name, object = %key, %error, retry_in = ?delay,
                 "reconcile failed");
             Action::requeue(delay)
@@ -208,8 +242,11 @@ where
                     // Logged by the error policy, which knows the retry delay.
                     Err(controller::Error::ReconcilerFailed(..)) => {}
                     // An object deleted while it waited in the queue: nothing to do.
-                    Err(error @ controller::Error::ObjectNotFound(_)) => {
-                        debug!(controller = %name, %error, "object gone before its reconcile")
+                    Err(controller::Error::ObjectNotFound(object)) => {
+                        let namespace = object.namespace.as_deref();
+                        queue.forget(QueueKey::new(namespace, &object.name));
+                        let object = display_ref(&object);
+                        debug!(controller = %name, %object, "object gone before its reconcile")
                     }
                     // E.g. a watch failed (CRD not installed, no permission); it is retried.
                     Err(error) => warn!(controller = %name, %error, "controller error"),
@@ -235,6 +272,15 @@ where
             }
         }
     }
+}
+
+/// The key of `object` in the controller's work queue.
+fn queue_key<K: Resource>(object: &K) -> QueueKey {
+    let meta = object.meta();
+    QueueKey::new(
+        meta.namespace.as_deref(),
+        meta.name.as_deref().unwrap_or_default(),
+    )
 }
 
 /// `namespace/name` (or `name` for a cluster-scoped object), to key the backoff and label log lines.

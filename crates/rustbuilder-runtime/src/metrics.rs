@@ -1,13 +1,42 @@
 //! Prometheus metrics of the manager, named like controller-runtime's so existing dashboards and alerts
-//! work: reconcile counts, errors, durations and busy workers per controller, the leader-election status,
-//! and the usual `process_*` metrics. The manager serves them on `/metrics` (see [`crate::manager::http`]).
+//! work: reconcile counts, errors, durations and busy workers per controller, each controller's work
+//! queue, the API client's requests, the leader-election status, and the usual `process_*` metrics. The
+//! manager serves them on `/metrics` (see [`crate::manager::http`]).
 //!
-//! kube-runtime does not expose its scheduling queue, so there are no `workqueue_*` metrics (depth,
-//! latency, retries).
+//! ## The work queue and the API client
+//!
+//! kube-runtime keeps its queue of objects to reconcile to itself, so the `workqueue_*` series
+//! (labels `name` and `controller`, both the controller's name) are measured around it: a controller
+//! sees the triggers it gets, and when each reconcile starts and ends.
+//! Where they differ from controller-runtime's:
+//!
+//! | series | here |
+//! |---|---|
+//! | `workqueue_adds_total` | objects that start waiting for a reconcile: a watch event of the object, a change of an object it owns ([`Builder::owns`](crate::controller::Builder::owns)), a retry (counted when scheduled, not when due). A trigger of an object already waiting is merged, not counted, as in controller-runtime. Not seen: triggers of streams added with [`Builder::with_controller`](crate::controller::Builder::with_controller), and requeues a reconcile asks for with `Action::requeue(…)` (kube-runtime does not tell their delay) |
+//! | `workqueue_depth` | objects waiting whose time has come (a retry counts from when it is due) |
+//! | `workqueue_queue_duration_seconds` | from an object's first trigger (or its retry's due time) to the start of its reconcile; reconciles of triggers not seen are not observed |
+//! | `workqueue_work_duration_seconds` | how long each reconcile takes (as `controller_runtime_reconcile_time_seconds`) |
+//! | `workqueue_retries_total` | reconciles that failed, and `Action::requeue(Duration::ZERO)` (controller-runtime's `Requeue: true`), each scheduled again |
+//! | `workqueue_unfinished_work_seconds`, `workqueue_longest_running_processor_seconds` | the time spent so far by the reconciles in flight, in total and the longest, at the scrape |
+//!
+//! `rest_client_requests_total{code,method,host}` and `rest_client_request_duration_seconds{verb,host}`
+//! count and time the requests of the client [`Manager::start`](crate::manager::Manager::start)
+//! builds ([`Metrics::client_layer`]): one per request as the operator's code sends it, so a request
+//! kube's client retries (e.g. after a 429) counts once, with its last answer; `code` is `<error>`
+//! when no answer came. A watch counts when its response starts, and its duration is the time to
+//! that point.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+mod client;
+mod queue;
+
+pub use client::{ClientMetricsLayer, ClientMetricsService};
+use client::{ClientSeries, REQUEST_DURATION_BUCKETS};
+use queue::QueueSeries;
+pub(crate) use queue::{QueueKey, WorkQueue};
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -53,6 +82,33 @@ const WEBHOOK_LATENCY_BUCKETS: [f64; 11] = [
 ];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueLabels {
+    name: String,
+    controller: String,
+}
+
+/// Upper bounds of the work-queue duration buckets, in seconds: controller-runtime's, 10 ns to
+/// 1000 s by factors of ten.
+const QUEUE_DURATION_BUCKETS: [f64; 12] = [
+    1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0,
+];
+
+type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
+
+/// The `workqueue_*` families, and the queues whose gauges are set at each scrape.
+#[derive(Clone)]
+struct QueueFamilies {
+    depth: Family<QueueLabels, Gauge>,
+    adds: Family<QueueLabels, Counter>,
+    queue_duration: Family<QueueLabels, Histogram, fn() -> Histogram>,
+    work_duration: Family<QueueLabels, Histogram, fn() -> Histogram>,
+    unfinished: Family<QueueLabels, FloatGauge>,
+    longest: Family<QueueLabels, FloatGauge>,
+    retries: Family<QueueLabels, Counter>,
+    queues: Arc<Mutex<Vec<WorkQueue>>>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LeaseLabels {
     name: String,
 }
@@ -69,6 +125,8 @@ pub struct Metrics {
     leader: Family<LeaseLabels, Gauge>,
     webhook_requests: Family<WebhookCodeLabels, Counter>,
     webhook_latency: Family<WebhookLabels, Histogram, fn() -> Histogram>,
+    queue: QueueFamilies,
+    client: ClientSeries,
 }
 
 impl Default for Metrics {
@@ -138,6 +196,21 @@ impl Metrics {
             "How long webhook calls take to answer, per path",
             webhook_latency.clone(),
         );
+        let queue = QueueFamilies::register(&mut registry);
+        let client = ClientSeries {
+            requests: Family::default(),
+            duration: Family::new_with_constructor(|| Histogram::new(REQUEST_DURATION_BUCKETS)),
+        };
+        registry.register(
+            "rest_client_requests",
+            "API requests of the manager's client, per HTTP status code, method and host",
+            client.requests.clone(),
+        );
+        registry.register(
+            "rest_client_request_duration_seconds",
+            "How long the API server takes to answer the manager's client, per method (verb) and host",
+            client.duration.clone(),
+        );
         registry.register_collector(Box::new(ProcessCollector));
         Metrics {
             registry: Arc::new(registry),
@@ -149,7 +222,36 @@ impl Metrics {
             leader,
             webhook_requests,
             webhook_latency,
+            queue,
+            client,
         }
+    }
+
+    /// The work queue of the controller `name`, whose `workqueue_*` series (at zero) appear at once.
+    pub(crate) fn work_queue(&self, name: &str) -> WorkQueue {
+        let labels = QueueLabels {
+            name: name.to_string(),
+            controller: name.to_string(),
+        };
+        let families = &self.queue;
+        let queue = WorkQueue::new(QueueSeries {
+            depth: families.depth.get_or_create(&labels).clone(),
+            adds: families.adds.get_or_create(&labels).clone(),
+            queue_duration: families.queue_duration.get_or_create(&labels).clone(),
+            work_duration: families.work_duration.get_or_create(&labels).clone(),
+            unfinished: families.unfinished.get_or_create(&labels).clone(),
+            longest: families.longest.get_or_create(&labels).clone(),
+            retries: families.retries.get_or_create(&labels).clone(),
+        });
+        let mut queues = families.queues.lock().unwrap_or_else(|e| e.into_inner());
+        queues.push(queue.clone());
+        queue
+    }
+
+    /// A [`tower`] layer for kube's `ClientBuilder` that records the `rest_client_*` series of the
+    /// requests to the API server at `host` (`host:port`, the label value).
+    pub fn client_layer(&self, host: &str) -> ClientMetricsLayer {
+        ClientMetricsLayer::new(self.client.clone(), host)
     }
 
     /// The metrics of one controller, named by its kind in lower case (e.g. `memcached`). Its series
@@ -203,10 +305,65 @@ impl Metrics {
 
     /// Every metric in the Prometheus text format (OpenMetrics flavour, see [`CONTENT_TYPE`]).
     pub fn encode(&self) -> String {
+        let queues = self.queue.queues.lock().unwrap_or_else(|e| e.into_inner());
+        queues.iter().for_each(WorkQueue::refresh);
+        drop(queues);
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.registry)
             .expect("writing to a String cannot fail");
         text
+    }
+}
+
+impl QueueFamilies {
+    fn register(registry: &mut Registry) -> Self {
+        let histogram: fn() -> Histogram = || Histogram::new(QUEUE_DURATION_BUCKETS);
+        let families = QueueFamilies {
+            depth: Family::default(),
+            adds: Family::default(),
+            queue_duration: Family::new_with_constructor(histogram),
+            work_duration: Family::new_with_constructor(histogram),
+            unfinished: Family::default(),
+            longest: Family::default(),
+            retries: Family::default(),
+            queues: Arc::default(),
+        };
+        registry.register(
+            "workqueue_depth",
+            "Objects waiting for a reconcile whose time has come, per controller",
+            families.depth.clone(),
+        );
+        registry.register(
+            "workqueue_adds",
+            "Objects that started waiting for a reconcile, per controller",
+            families.adds.clone(),
+        );
+        registry.register(
+            "workqueue_queue_duration_seconds",
+            "How long an object waits from its trigger to the start of its reconcile",
+            families.queue_duration.clone(),
+        );
+        registry.register(
+            "workqueue_work_duration_seconds",
+            "How long reconciles take, per controller",
+            families.work_duration.clone(),
+        );
+        registry.register(
+            "workqueue_unfinished_work_seconds",
+            "Time spent so far by the reconciles in flight, in total",
+            families.unfinished.clone(),
+        );
+        registry.register(
+            "workqueue_longest_running_processor_seconds",
+            "Time spent so far by the longest-running reconcile in flight",
+            families.longest.clone(),
+        );
+        registry.register(
+            "workqueue_retries",
+            "Reconciles scheduled again after an error or an immediate requeue, per controller",
+            families.retries.clone(),
+        );
+        families
     }
 }
 

@@ -36,10 +36,12 @@ pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 /// The objects of kind `K` labelled as created by this manager, cached from one watch. Made by
 /// [`Manager::owned`]; cheap to clone, clones share the cache.
 ///
-/// Each object is kept as compact JSON without its managed fields (large, and rarely read),
-/// compressed, and decoded when read: a Deployment takes about a fifth of the memory its Rust value
-/// would. What a
-/// change notifies the controller with is the object's metadata alone.
+/// Each object is kept as compact JSON, compressed, and decoded when read: a Deployment takes about a
+/// fifth of the memory its Rust value would. Of its managed fields (large: a tree of every field each
+/// writer set) only this manager's own apply entry is kept, which [`apply`](crate::apply) reads to
+/// tell what an apply would change (for the Deployment of rustbuilder's deploy-image controller, 1.3 KB
+/// compressed instead of 1.0). What a change notifies the controller with is the object's
+/// metadata alone.
 ///
 /// Of the other objects of kind `K` only the namespace and name are kept. The manager is not ready
 /// (`/readyz`) until both watches hold their first full list.
@@ -50,6 +52,8 @@ pub struct Owned<K> {
 
 struct Inner {
     client: kube::Client,
+    /// The manager's name: the field manager whose `managedFields` entry each object keeps.
+    manager: String,
     cache: RwLock<Cache>,
     subscribers: Mutex<Vec<mpsc::UnboundedSender<ObjectMeta>>>,
 }
@@ -231,6 +235,7 @@ where
         let others = format!("{MANAGED_BY_LABEL}!={}", manager.name());
         let inner = Arc::new(Inner {
             client: manager.client(),
+            manager: manager.name().to_string(),
             cache: RwLock::default(),
             subscribers: Mutex::default(),
         });
@@ -317,7 +322,14 @@ impl Inner {
     fn record<K: Resource + Serialize>(&self, mut event: watcher::Event<K>) -> Option<ObjectMeta> {
         let changed = match &mut event {
             watcher::Event::InitApply(object) | watcher::Event::Apply(object) => {
-                object.managed_fields_mut().clear();
+                // The fields this manager applied tell `apply` which ones it no longer sets, and
+                // how each list it owns merges; the other writers' entries are not needed.
+                let manager = self.manager.as_str();
+                object.managed_fields_mut().retain(|entry| {
+                    entry.manager.as_deref() == Some(manager)
+                        && entry.operation.as_deref() == Some("Apply")
+                        && entry.subresource.as_deref().is_none_or(str::is_empty)
+                });
                 Some(identity(&*object))
             }
             watcher::Event::Delete(object) => Some(identity(&*object)),

@@ -1,15 +1,20 @@
-//! `apply` and `apply_scalable` on a real API server: which request each change costs, and who owns
-//! the size afterwards (the API server's `managedFields`).
+//! `apply` and `apply_scalable` on a real API server: which request each change costs, who owns the
+//! size afterwards (the API server's `managedFields`), and that every foreign edit of a field the
+//! operator sets is taken back, lists included, while a converged object costs no request.
 
 mod support;
 
+use std::time::Duration;
+
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::ResourceExt;
-use kube::api::Api;
+use kube::api::{Api, Patch, PatchParams};
 use rustbuilder_envtest::TestEnv;
+use rustbuilder_runtime::Manager;
 use rustbuilder_runtime::apply::{self, Applied};
-use serde_json::json;
-use support::requests;
+use rustbuilder_runtime::owned::MANAGED_BY_LABEL;
+use serde_json::{Value, json};
+use support::{eventually, requests};
 
 const MANAGER: &str = "scaler";
 
@@ -99,4 +104,183 @@ async fn a_resize_goes_through_scale_and_any_other_change_is_applied() {
         "{:?}",
         size_owner(&current)
     );
+}
+
+/// A Deployment `name` with a toleration, two environment variables, two arguments and a port, as
+/// the operator wants it; `labels` besides `app` and `managed-by`.
+fn pod_spec_deployment(name: &str, labels: Value) -> Deployment {
+    let mut all = json!({ "app": name, MANAGED_BY_LABEL: MANAGER });
+    all.as_object_mut()
+        .unwrap()
+        .extend(labels.as_object().unwrap().clone());
+    serde_json::from_value(json!({
+        "metadata": { "name": name, "namespace": "default", "labels": all },
+        "spec": {
+            "replicas": 1,
+            "selector": { "matchLabels": { "app": name } },
+            "template": {
+                "metadata": { "labels": { "app": name } },
+                "spec": {
+                    "tolerations": [{ "key": "dedicated", "operator": "Exists" }],
+                    "containers": [{
+                        "name": "web",
+                        "image": "nginx:1.27",
+                        "args": ["--port", "80"],
+                        "env": [{ "name": "A", "value": "1" }, { "name": "B", "value": "$(A)" }],
+                        // A key of the list left out (`protocol`, defaulted to TCP): still converged.
+                        "ports": [{ "containerPort": 80 }],
+                    }],
+                },
+            },
+        },
+    }))
+    .unwrap()
+}
+
+/// Another writer's edit: a JSON merge patch of the pod spec as field manager `intruder`.
+async fn foreign_edit(api: &Api<Deployment>, name: &str, pod_spec: Value) {
+    let params = PatchParams {
+        field_manager: Some("intruder".into()),
+        ..PatchParams::default()
+    };
+    let patch = json!({ "spec": { "template": { "spec": pod_spec } } });
+    api.patch(name, &params, &Patch::Merge(patch))
+        .await
+        .unwrap();
+}
+
+fn pod_spec(deployment: &Deployment) -> Value {
+    let spec = deployment.spec.as_ref().unwrap().template.spec.as_ref();
+    serde_json::to_value(spec.unwrap()).unwrap()
+}
+
+/// Applies `desired` over what the API server holds now: whether it changed the Deployment, and how
+/// many applies it sent. Then checks that once converged, the same apply costs no request.
+async fn take_back(client: &kube::Client, desired: &Deployment) -> (bool, u64) {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let name = desired.name_any();
+    let current = api.get(&name).await.unwrap();
+    let before = writes(client).await.0;
+    let applied = apply::apply(&api, Some(&current), desired, MANAGER)
+        .await
+        .unwrap();
+    let sent = writes(client).await.0 - before;
+
+    let current = api.get(&name).await.unwrap();
+    let before = writes(client).await;
+    let again = apply::apply(&api, Some(&current), desired, MANAGER)
+        .await
+        .unwrap();
+    assert!(!again.is_changed(), "{name}: converged, yet changed");
+    assert_eq!(
+        writes(client).await,
+        before,
+        "{name}: converged, yet written"
+    );
+    (applied.is_changed(), sent)
+}
+
+#[tokio::test]
+async fn foreign_edits_of_lists_are_taken_back() {
+    let env = TestEnv::builder().start().await;
+    let client = env.client();
+    let api: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let container = |env: Value, args: Value| {
+        let ports = json!([{ "containerPort": 80 }]);
+        json!({ "name": "web", "image": "nginx:1.27", "args": args, "env": env, "ports": ports })
+    };
+    let env_ab = json!([{ "name": "A", "value": "1" }, { "name": "B", "value": "$(A)" }]);
+    let args = json!(["--port", "80"]);
+    let cases = [
+        // An atomic list: a toleration of someone else's goes, as the apply replaces the list.
+        (
+            "toleration",
+            json!({ "tolerations": [
+                { "key": "dedicated", "operator": "Exists" },
+                { "key": "foreign", "operator": "Exists" },
+            ] }),
+        ),
+        // A map list keyed by name: the same variables in another order (B refers to A: order
+        // matters), put back in the order the operator gives.
+        (
+            "env-order",
+            json!({ "containers": [container(
+                json!([{ "name": "B", "value": "$(A)" }, { "name": "A", "value": "1" }]),
+                args.clone(),
+            )] }),
+        ),
+        // A list of scalars (atomic): an extra argument.
+        (
+            "extra-arg",
+            json!({ "containers": [container(env_ab.clone(), json!(["--port", "80", "--debug"]))] }),
+        ),
+    ];
+    let mut kept = Vec::new();
+    for (name, edit) in cases {
+        let desired = pod_spec_deployment(name, json!({}));
+        let created = apply::apply(&api, None, &desired, MANAGER).await.unwrap();
+        foreign_edit(&api, name, edit).await;
+        let edited = pod_spec(&api.get(name).await.unwrap());
+        assert_ne!(
+            edited,
+            pod_spec(created.object()),
+            "{name}: the edit changed nothing"
+        );
+        let (changed, sent) = take_back(&client, &desired).await;
+        if !changed {
+            kept.push(name);
+            continue;
+        }
+        assert_eq!(sent, 1, "{name}: one apply");
+        let now = pod_spec(&api.get(name).await.unwrap());
+        let toleration = json!([{ "key": "dedicated", "operator": "Exists" }]);
+        assert_eq!(now["tolerations"], toleration, "{name}");
+        let container = &now["containers"][0];
+        assert_eq!(container["env"], env_ab, "{name}");
+        assert_eq!(container["args"], args, "{name}");
+    }
+    assert!(kept.is_empty(), "foreign edits not taken back: {kept:?}");
+}
+
+#[tokio::test]
+async fn a_label_no_longer_set_is_removed_through_the_cache() {
+    let env = TestEnv::builder().start().await;
+    let client = env.client();
+    let api: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let manager = Manager::new(MANAGER, client.clone());
+    let deployments = manager.owned::<Deployment>();
+    let desired = pod_spec_deployment("label", json!({ "tier": "a" }));
+    apply::apply(&api, None, &desired, MANAGER).await.unwrap();
+
+    // The operator no longer sets `tier`: the object as the cache holds it tells that it did.
+    let cached = async || deployments.get("default", "label").await.unwrap();
+    let found = eventually(Duration::from_secs(10), async || cached().await.is_some()).await;
+    assert!(found, "the cache never held the Deployment");
+    let current = cached().await.unwrap();
+    let entries = current.managed_fields();
+    assert_eq!(
+        entries.len(),
+        1,
+        "the cache keeps our apply entry only: {entries:?}"
+    );
+    let desired = pod_spec_deployment("label", json!({}));
+    let before = writes(&client).await;
+    let applied = apply::apply(&api, Some(&current), &desired, MANAGER).await;
+    assert!(applied.unwrap().is_changed(), "the label stays");
+    assert_eq!(writes(&client).await, (before.0 + 1, before.1));
+    let now = api.get("label").await.unwrap();
+    assert_eq!(now.labels().get("tier"), None, "{:?}", now.labels());
+
+    // Converged, as the cache sees it: no request.
+    let synced = eventually(Duration::from_secs(10), async || {
+        cached()
+            .await
+            .is_some_and(|c| c.resource_version() == now.resource_version())
+    });
+    assert!(synced.await, "the cache never saw the apply");
+    let before = writes(&client).await;
+    let same = apply::apply(&api, cached().await.as_deref(), &desired, MANAGER).await;
+    assert!(!same.unwrap().is_changed());
+    assert_eq!(writes(&client).await, before);
+    manager.shutdown();
 }

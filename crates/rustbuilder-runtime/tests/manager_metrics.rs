@@ -167,6 +167,7 @@ async fn metrics_are_served_to_authorized_clients_only() {
     ] {
         assert!(sample(&body, &series).is_some(), "no {series} in\n{body}");
     }
+    queue_and_client_series(&body);
     // Authorization is for the path: metrics-reader only grants /metrics.
     assert_eq!(
         status(metrics, &https, "/debug/pprof", Some(&reader)).await,
@@ -267,6 +268,56 @@ async fn metrics_are_served_to_authorized_clients_only() {
 }
 
 /// Whether the API server accepts `token` (a TokenReview as admin).
+/// The `workqueue_*` and `rest_client_*` series after two sources were reconciled, one of them
+/// failing (and retried) at least twice.
+fn queue_and_client_series(body: &str) {
+    let queue = |name: &str| {
+        let series = format!(r#"{name}{{name="{CONTROLLER}",controller="{CONTROLLER}"}}"#);
+        sample(body, &series).unwrap_or_else(|| panic!("no {series} in\n{body}"))
+    };
+    // Both sources were added, the copy of the good one (an owned object) triggered it again, and
+    // each retry of the bad one made it wait again.
+    let retries = queue("workqueue_retries_total");
+    assert!(retries >= 2.0, "retries not counted:\n{body}");
+    assert!(queue("workqueue_adds_total") >= 3.0, "{body}");
+    // Nothing waits but the failing source, between its retries.
+    assert!(queue("workqueue_depth") <= 1.0, "{body}");
+    // Each source waited once at least; every reconcile was timed.
+    assert!(
+        queue("workqueue_queue_duration_seconds_count") >= 2.0,
+        "{body}"
+    );
+    let waited = queue("workqueue_queue_duration_seconds_sum");
+    assert!((0.0..60.0).contains(&waited), "waited {waited} s:\n{body}");
+    let worked = queue("workqueue_work_duration_seconds_count");
+    assert!(worked >= 3.0, "{worked} reconciles timed:\n{body}");
+    // No reconcile in flight takes long (the example's take milliseconds).
+    for name in [
+        "workqueue_unfinished_work_seconds",
+        "workqueue_longest_running_processor_seconds",
+    ] {
+        assert!((0.0..5.0).contains(&queue(name)), "{name}:\n{body}");
+    }
+
+    // The client's requests: lists and watches (GET), the copy's apply (PATCH), by code and host.
+    let total = |prefix: &str| -> f64 {
+        body.lines()
+            .filter(|line| line.starts_with(prefix))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    let requests = |code: &str, method: &str| {
+        total(&format!(
+            r#"rest_client_requests_total{{code="{code}",method="{method}",host="127.0.0.1:"#
+        ))
+    };
+    assert!(requests("200", "GET") >= 3.0, "GETs not counted:\n{body}");
+    let applied = requests("200", "PATCH") + requests("201", "PATCH");
+    assert!(applied >= 1.0, "the copy's apply not counted:\n{body}");
+    let timed = total(r#"rest_client_request_duration_seconds_count{verb="GET",host="127.0.0.1:"#);
+    assert!(timed >= 3.0, "GETs not timed:\n{body}");
+}
+
 async fn authenticated(client: &kube::Client, token: &str) -> bool {
     let reviews: Api<TokenReview> = Api::all(client.clone());
     let review: TokenReview =

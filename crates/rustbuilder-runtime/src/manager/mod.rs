@@ -190,6 +190,14 @@ struct Inner {
     webhook_server: Option<(BindAddress, tls::CertSource)>,
     /// The one namespace watched, or `None` for all of them.
     watch_namespace: Option<String>,
+    /// The controllers added so far; taken by [`Controllers::run`].
+    controllers: Mutex<Registry>,
+}
+
+/// The manager's controllers: added one by one, then run once, together.
+enum Registry {
+    Adding(Vec<BoxFuture<'static, ()>>),
+    Running,
 }
 
 impl fmt::Debug for Manager {
@@ -212,7 +220,8 @@ impl Manager {
         args: ManagerArgs,
     ) -> Result<Manager, Error> {
         init_logging(&args)?;
-        let client = Client::try_default().await?;
+        let metrics = Metrics::new();
+        let client = counted_client(&metrics).await?;
         let server = client.apiserver_version().await?;
         info!(version = %server.git_version, "connected to the API server");
 
@@ -227,7 +236,8 @@ impl Manager {
         if let Some(namespace) = &watch_namespace {
             info!(namespace, "watching one namespace");
         }
-        let mut manager = Manager::with_parts(name, client, leader_election, watch_namespace);
+        let mut manager =
+            Manager::with_parts(name, client, metrics, leader_election, watch_namespace);
         Arc::get_mut(&mut manager.inner)
             .expect("not shared yet")
             .webhook_server = Some(webhook_server(&args));
@@ -246,21 +256,22 @@ impl Manager {
     /// handling, no leader election. Tests build one per controller under test and call
     /// [`Manager::shutdown`] to stop it.
     pub fn new(name: &str, client: Client) -> Self {
-        Manager::with_parts(name, client, None, None)
+        Manager::with_parts(name, client, Metrics::new(), None, None)
     }
 
     /// Like [`Manager::new`], watching the objects of `namespace` only, as `--watch-namespace` does.
     pub fn in_namespace(name: &str, client: Client, namespace: &str) -> Self {
-        Manager::with_parts(name, client, None, Some(namespace.to_string()))
+        let namespace = Some(namespace.to_string());
+        Manager::with_parts(name, client, Metrics::new(), None, namespace)
     }
 
     fn with_parts(
         name: &str,
         client: Client,
+        metrics: Metrics,
         leader_election: Option<(String, String)>,
         watch_namespace: Option<String>,
     ) -> Self {
-        let metrics = Metrics::new();
         let (stop, mut stop_requested) = watch::channel(false);
         let stopped = async move {
             // An error means the sender is gone, i.e. the manager was dropped: stop as well.
@@ -278,6 +289,7 @@ impl Manager {
                 leader_election,
                 webhook_server: None,
                 watch_namespace,
+                controllers: Mutex::new(Registry::Adding(Vec::new())),
             }),
         }
     }
@@ -379,12 +391,13 @@ impl Manager {
         self.readiness().check()
     }
 
-    /// Runs controllers: `controllers.add(my_controller::run(manager.clone()))` for each, then
-    /// `controllers.run().await`.
+    /// The manager's controllers: `controllers.add(my_controller::run(manager.clone()))` for each,
+    /// then `controllers.run().await`. There is one set per manager: every call returns a handle to
+    /// it, so `manager.controllers().add(…)` and a later `manager.controllers().run()` run the
+    /// controller added.
     pub fn controllers(&self) -> Controllers {
         Controllers {
             manager: self.clone(),
-            pending: Mutex::new(Vec::new()),
         }
     }
 
@@ -402,6 +415,14 @@ impl Manager {
     /// Marks whether this process is waiting to become leader: a follower is ready as soon as it serves.
     pub(crate) fn set_waiting_for_leadership(&self, waiting: bool) {
         self.readiness().waiting_for_leadership = waiting;
+    }
+
+    fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
+        // Pushing to a Vec or swapping the state cannot leave it inconsistent on a panic.
+        self.inner
+            .controllers
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn readiness(&self) -> std::sync::MutexGuard<'_, Readiness> {
@@ -457,31 +478,41 @@ impl Readiness {
     }
 }
 
-/// The controllers of a [`Manager`], added one by one and then run together.
+/// A handle to the controllers of a [`Manager`], added one by one and then run together. Every
+/// handle of a manager (each [`Manager::controllers`] call) reaches the same set.
 pub struct Controllers {
     manager: Manager,
-    // Behind a lock so that `add` takes `&self`: `main` needs no `mut` before its first controller.
-    pending: Mutex<Vec<BoxFuture<'static, ()>>>,
 }
 
 impl fmt::Debug for Controllers {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Controllers")
-            .field(
-                "controllers",
-                &self.pending.lock().map_or(0, |pending| pending.len()),
-            )
-            .finish()
+        let registry = self.manager.registry();
+        let mut debug = f.debug_struct("Controllers");
+        match &*registry {
+            Registry::Adding(pending) => debug.field("added", &pending.len()),
+            Registry::Running => debug.field("running", &true),
+        };
+        debug.finish()
     }
 }
 
 impl Controllers {
     /// Adds one controller: a future that runs one controller built with [`Manager::controller`] until
     /// shutdown. It starts in [`Controllers::run`].
+    ///
+    /// # Panics
+    ///
+    /// Once the controllers run: a controller added then would never start. Add every controller
+    /// before calling [`Controllers::run`].
     pub fn add(&self, controller: impl Future<Output = ()> + Send + 'static) {
-        // A panic cannot leave a Vec half-pushed: a poisoned lock is still usable.
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        pending.push(controller.boxed());
+        match &mut *self.manager.registry() {
+            Registry::Adding(pending) => pending.push(controller.boxed()),
+            Registry::Running => {
+                panic!(
+                    "Controllers::add after Controllers::run: add every controller before running"
+                )
+            }
+        }
     }
 
     /// Runs the controllers until shutdown and returns once they have finished their reconciles in
@@ -491,9 +522,18 @@ impl Controllers {
     ///
     /// Fails with [`Error::LeadershipLost`] at once if the Lease is lost (another replica may already
     /// lead), and with [`Error::ControllerStopped`] if a controller stops or panics on its own (the
-    /// others are then shut down).
+    /// others are then shut down). The controllers run once: a second `run` of the same manager
+    /// fails with [`Error::Config`].
     pub async fn run(self) -> Result<(), Error> {
         let manager = self.manager.clone();
+        let pending = match std::mem::replace(&mut *manager.registry(), Registry::Running) {
+            Registry::Adding(pending) => pending,
+            Registry::Running => {
+                return Err(Error::Config(
+                    "the controllers of this manager already run".into(),
+                ));
+            }
+        };
         // Every replica serves webhooks, the leader or not: the API server calls any of them.
         let _webhook_server = match &manager.inner.webhook_server {
             Some((address, cert)) if !manager.webhooks().is_empty() => {
@@ -512,7 +552,7 @@ impl Controllers {
             leadership = Some(acquired);
         }
 
-        let running = self.spawn_and_wait();
+        let running = spawn_and_wait(manager.clone(), pending);
         let stopped = match &mut leadership {
             Some(leadership) => tokio::select! {
                 stopped = running => stopped,
@@ -539,39 +579,42 @@ impl Controllers {
             }
         }
     }
+}
 
-    async fn spawn_and_wait(self) -> Result<(), Error> {
-        let Controllers { manager, pending } = self;
-        let pending = pending.into_inner().unwrap_or_else(|e| e.into_inner());
-        let mut tasks = JoinSet::new();
-        {
-            let mut readiness = manager.readiness();
-            readiness.controllers += pending.len();
-            readiness.started = true;
-        }
-        for controller in pending {
-            tasks.spawn(controller);
-        }
-        info!(controllers = tasks.len(), "controllers started");
-        if tasks.is_empty() {
-            // A project without controllers yet still runs until it is told to stop.
-            manager.shutdown_signal().await;
-            return Ok(());
-        }
-        let mut result = Ok(());
-        while let Some(ended) = tasks.join_next().await {
-            if let Err(panic) = ended {
-                error!(%panic, "a controller panicked");
-            } else if manager.is_shutting_down() {
-                continue;
-            } else {
-                error!("a controller stopped on its own");
-            }
-            result = Err(Error::ControllerStopped);
-            manager.shutdown();
-        }
-        result
+/// Spawns the controllers and waits for them all to end; the first to stop on its own (or panic)
+/// shuts the others down.
+async fn spawn_and_wait(
+    manager: Manager,
+    pending: Vec<BoxFuture<'static, ()>>,
+) -> Result<(), Error> {
+    let mut tasks = JoinSet::new();
+    {
+        let mut readiness = manager.readiness();
+        readiness.controllers += pending.len();
+        readiness.started = true;
     }
+    for controller in pending {
+        tasks.spawn(controller);
+    }
+    info!(controllers = tasks.len(), "controllers started");
+    if tasks.is_empty() {
+        // A project without controllers yet still runs until it is told to stop.
+        manager.shutdown_signal().await;
+        return Ok(());
+    }
+    let mut result = Ok(());
+    while let Some(ended) = tasks.join_next().await {
+        if let Err(panic) = ended {
+            error!(%panic, "a controller panicked");
+        } else if manager.is_shutting_down() {
+            continue;
+        } else {
+            error!("a controller stopped on its own");
+        }
+        result = Err(Error::ControllerStopped);
+        manager.shutdown();
+    }
+    result
 }
 
 /// The scopes of Kubernetes kinds, and what "the objects a manager watches" means for each: a namespaced
@@ -633,6 +676,18 @@ pub fn pod_namespace() -> String {
         .or_else(from_env)
         .filter(|ns| !ns.is_empty())
         .unwrap_or_else(|| "default".into())
+}
+
+/// The API client (in-cluster config, else the current kubeconfig), its requests counted in
+/// `metrics` (`rest_client_*`).
+async fn counted_client(metrics: &Metrics) -> Result<Client, Error> {
+    let config = kube::Config::infer()
+        .await
+        .map_err(kube::Error::InferConfig)?;
+    let host = config.cluster_url.authority().map(|a| a.to_string());
+    let layer = metrics.client_layer(&host.unwrap_or_default());
+    let builder = kube::client::ClientBuilder::try_from(config)?;
+    Ok(builder.with_layer(&layer).build())
 }
 
 fn init_logging(args: &ManagerArgs) -> Result<(), Error> {
@@ -769,6 +824,47 @@ mod tests {
             matches!(cert, tls::CertSource::Files { cert, .. } if cert.to_str() == Some("/certs/cert.pem"))
         );
         assert!(Args::try_parse_from(["manager", "--metrics-bind-address=8443"]).is_err());
+    }
+
+    /// A client for a manager that makes no request (nothing listens on port 1).
+    fn offline_client() -> Client {
+        let config = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+        Client::try_from(config).unwrap()
+    }
+
+    #[tokio::test]
+    async fn every_controllers_handle_reaches_the_same_set() {
+        let manager = Manager::new("test", offline_client());
+        let (started, ran) = tokio::sync::oneshot::channel();
+        let stop = manager.shutdown_signal();
+        // Added through one handle, run through another.
+        manager.controllers().add(async move {
+            let _ = started.send(());
+            stop.await;
+        });
+        assert_eq!(
+            format!("{:?}", manager.controllers()),
+            "Controllers { added: 1 }"
+        );
+        let running = tokio::spawn(manager.controllers().run());
+        let ran = tokio::time::timeout(std::time::Duration::from_secs(10), ran).await;
+        assert!(
+            matches!(ran, Ok(Ok(()))),
+            "the controller added did not run: {ran:?}"
+        );
+
+        // They run once: a second run fails, a controller added now panics (it would never run).
+        let again = manager.controllers().run().await;
+        assert!(matches!(again, Err(Error::Config(_))), "{again:?}");
+        let add = || manager.controllers().add(async {});
+        let late = std::panic::catch_unwind(std::panic::AssertUnwindSafe(add));
+        assert!(
+            late.is_err(),
+            "a controller added while running was accepted"
+        );
+
+        manager.shutdown();
+        running.await.unwrap().unwrap();
     }
 
     #[test]
