@@ -152,6 +152,24 @@ test-docs: build envtest ## Check the tutorials' snippets against testdata/proje
 	PATH="$(dir $(RUSTBUILDER)):$$PATH" KUBEBUILDER_ASSETS="$(ASSETS)" CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) \
 	  python3 hack/doc-test.py $(DOCS)
 
+# Kubebuilder's own PROJECT files (Kubebuilder's testdata and book projects, one `<name>/PROJECT` per
+# directory), made into Rust projects and tested as users would. Not part of `make test`: it builds a
+# project per file (minutes each); `tests/cli.rs` checks that each one generates.
+KUBEBUILDER_PROJECT_FILES ?= ../shared/kubebuilder
+KUBEBUILDER_OUT ?= $(CACHE_DIR)/kubebuilder-projects
+
+.PHONY: test-kubebuilder
+test-kubebuilder: build envtest ## Make each Kubebuilder PROJECT file into a Rust project and run its lint and tests (multigroup ones: e2e too).
+	@test -d $(KUBEBUILDER_PROJECT_FILES) || { echo "no Kubebuilder PROJECT files in $(KUBEBUILDER_PROJECT_FILES): set KUBEBUILDER_PROJECT_FILES" >&2; exit 1; }
+	for file in $(KUBEBUILDER_PROJECT_FILES)/*/PROJECT; do \
+	  name=$$(basename $$(dirname $$file)); in=$(KUBEBUILDER_OUT)/$$name/in; out=$(KUBEBUILDER_OUT)/$$name/out; \
+	  echo "==> $$name"; rm -rf $(KUBEBUILDER_OUT)/$$name; mkdir -p $$in; cp $$file $$in/PROJECT; \
+	  CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) $(RUSTBUILDER) alpha generate --input-dir $$in --output-dir $$out; \
+	  targets="lint test"; grep -q '^multigroup: true' $$file && targets="$$targets test-e2e"; \
+	  env -u KUBEBUILDER_ASSETS PATH="$(NO_RUSTBUILDER_PATH)" \
+	    $(MAKE) -C $$out $$targets CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR); \
+	done
+
 .PHONY: bench
 bench: ## Benchmark the generated Memcached operator against Kubebuilder's Go one on a local cluster (hours; BENCH_* knobs in docs/benchmarks.md).
 	RB_TARGET_DIR=$(CARGO_TARGET_DIR) PROJECTS_TARGET_DIR=$(PROJECTS_TARGET_DIR) ENVTEST_K8S_VERSION=$(ENVTEST_K8S_VERSION) python3 bench/bench.py prepare
