@@ -4058,3 +4058,40 @@ fn edit_plugins_autoupdate_writes_a_workflow_that_runs_alpha_update() {
     assert_eq!(read(&target, ".github/workflows/auto_update.yml"), text);
     assert_eq!(read(&target, "PROJECT"), read(d, "PROJECT"));
 }
+
+#[test]
+fn a_custom_path_sticks_and_force_moves_its_registration() {
+    let dir = memcached_project();
+    let d = dir.path();
+    let custom = [
+        "--defaulting",
+        "--defaulting-path",
+        "/custom-mutate-memcached",
+    ];
+    ok(d, &webhook_args("cache", "v1alpha1", "Memcached", &custom));
+    let moved = [
+        "--defaulting",
+        "--defaulting-path",
+        "/other-mutate",
+        "--force",
+    ];
+    ok(d, &webhook_args("cache", "v1alpha1", "Memcached", &moved));
+    // Scaffolded again without a path: the recorded one stays.
+    let again = ["--defaulting", "--force"];
+    ok(d, &webhook_args("cache", "v1alpha1", "Memcached", &again));
+    // rustfmt wraps the long registration; each run replaced it, whatever its shape.
+    let main: String = read(d, "src/main.rs").split_whitespace().collect();
+    assert_eq!(main.matches(".defaulter").count(), 1, "{main}");
+    assert!(
+        main.contains(
+            ".defaulter_at(\"/other-mutate\",webhook::v1alpha1::memcached::MemcachedWebhook"
+        ),
+        "{main}"
+    );
+    let file = read(d, "src/webhook/v1alpha1/memcached.rs");
+    assert!(
+        file.contains("webhook:path=/other-mutate,mutating=true"),
+        "{file}"
+    );
+    assert!(read(d, "PROJECT").contains("    defaultingPath: /other-mutate\n"));
+}

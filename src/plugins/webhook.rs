@@ -942,42 +942,33 @@ fn plan_admission(
         marker: "imports",
         fragment: format!("use {}::webhook;", base.crate_name),
     })?;
-    // `webhook::v1::memcached::MemcachedWebhook`: the module path in front of the type.
-    let qualify = |call: &str| {
-        call.replace(
-            &format!("{}Webhook", api.kind),
-            &format!("{}::{}Webhook", api.webhook_path, api.kind),
-        )
-    };
-    for (on, method, call) in [
-        (options.defaulting, "defaulter", &api.defaulter_call),
-        (options.validation, "validator", &api.validator_call),
+    let webhook = format!("{}::{}Webhook", api.webhook_path, api.kind);
+    for (on, method, call, path) in [
+        (
+            options.defaulting,
+            "defaulter",
+            &api.defaulter_call,
+            &api.mutate_path,
+        ),
+        (
+            options.validation,
+            "validator",
+            &api.validator_call,
+            &api.validate_path,
+        ),
     ] {
         if !on {
             continue;
         }
-        let line = format!("    manager.webhooks().{};", qualify(call));
-        // Scaffolded again (`--force`) at another path: the old registration goes.
-        let registered = |text: &str| -> Option<String> {
-            let webhook = format!("{}::{}Webhook)", api.webhook_path, api.kind);
-            text.lines()
-                .find(|l| {
-                    let l = l.trim_start();
-                    l.starts_with(&format!("manager.webhooks().{method}"))
-                        && l.ends_with(&format!("{webhook};"))
-                })
-                .map(str::to_string)
+        let line = if call.starts_with(&format!("{method}_at(")) {
+            format!("    manager.webhooks().{method}_at(\"{path}\", {webhook});")
+        } else {
+            format!("    manager.webhooks().{method}({webhook});")
         };
-        if let Some(old) = plan
-            .contents("src/main.rs")?
-            .as_deref()
-            .and_then(registered)
-            && old.trim() != line.trim()
-        {
-            plan.edit("src/main.rs", |text| {
-                text.replacen(&format!("{old}\n"), "", 1)
-            })?;
-        }
+        // Scaffolded again (`--force`), maybe at another path: the old registration goes.
+        plan.edit("src/main.rs", |text| {
+            drop_registration(text, method, &webhook)
+        })?;
         plan.insert(Insertion {
             path: "src/main.rs",
             marker: "webhooks",
@@ -985,6 +976,39 @@ fn plan_admission(
         })?;
     }
     Ok(())
+}
+
+/// `text` without the statement that registers `webhook` with `method` (`defaulter`, or
+/// `defaulter_at` with a path), however rustfmt wrapped it.
+fn drop_registration(text: &str, method: &str, webhook: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut kept = Vec::with_capacity(lines.len());
+    let mut i = 0;
+    while i < lines.len() {
+        if lines[i].trim_start().starts_with("manager") {
+            let end = (i..lines.len())
+                .find(|&j| lines[j].trim_end().ends_with(';'))
+                .unwrap_or(i);
+            let statement: String = lines[i..=end].concat().split_whitespace().collect();
+            let registers = [format!(".{method}("), format!(".{method}_at(")]
+                .iter()
+                .any(|call| statement.starts_with(&format!("manager.webhooks(){call}")))
+                && [format!("{webhook});"), format!("{webhook},);")]
+                    .iter()
+                    .any(|tail| statement.ends_with(tail.as_str()));
+            if registers {
+                i = end + 1;
+                continue;
+            }
+        }
+        kept.push(lines[i]);
+        i += 1;
+    }
+    let mut out = kept.join("\n");
+    if text.ends_with('\n') {
+        out.push('\n');
+    }
+    out
 }
 
 /// The names the kind's webhook file imports from the runtime.
@@ -1171,6 +1195,27 @@ fn plan_conversion(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_registration_goes_however_it_was_wrapped() {
+        let main = "fn main() {\n    manager.webhooks().defaulter(webhook::v1::pod::PodWebhook);\n    manager\n        .webhooks()\n        .validator_at(\n            \"/check-pods\",\n            webhook::v1::pod::PodWebhook,\n        );\n    manager.webhooks().validator(webhook::v1::pod2::Pod2Webhook);\n}\n";
+        let webhook = "webhook::v1::pod::PodWebhook";
+        assert_eq!(
+            drop_registration(main, "validator", webhook),
+            "fn main() {\n    manager.webhooks().defaulter(webhook::v1::pod::PodWebhook);\n    manager.webhooks().validator(webhook::v1::pod2::Pod2Webhook);\n}\n"
+        );
+        assert_eq!(
+            drop_registration(main, "defaulter", webhook),
+            main.replace(
+                "    manager.webhooks().defaulter(webhook::v1::pod::PodWebhook);\n",
+                ""
+            )
+        );
+        assert_eq!(
+            drop_registration(main, "defaulter", "webhook::v1::x::XWebhook"),
+            main
+        );
+    }
 
     #[test]
     fn the_runtime_import_gains_names_and_keeps_the_users() {
