@@ -38,6 +38,7 @@ async fn main() -> Result<(), manager::Error> {
     controllers.add(controller::apps::deployment::run(manager.clone()));
     controllers.add(controller::cache::memcached::run(manager.clone()));
     controllers.add(controller::cert_manager::certificate::run(manager.clone()));
+    controllers.add(controller::harbor::frigate::run(manager.clone()));
     controllers.add(controller::ship::frigate::run(manager.clone()));
     controllers.add(controller::ship::frigate_audit::run(manager.clone()));
     controllers.add(controller::ship::cruiser::run(manager.clone()));

@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod controller;
+pub mod external;
 pub mod webhook;
 // +rustbuilder:scaffold:modules
 

@@ -37,6 +37,12 @@ async fn main() -> Result<(), manager::Error> {
         Manager::start(controller::MANAGER_NAME, LEADER_ELECTION_ID, args.manager).await?;
     manager
         .webhooks()
+        .defaulter(webhook::v1::deployment::DeploymentWebhook);
+    manager
+        .webhooks()
+        .validator(webhook::v1::deployment::DeploymentWebhook);
+    manager
+        .webhooks()
         .conversion::<api::v1alpha1::Memcached, api::v1::Memcached>();
     manager
         .webhooks()
@@ -44,6 +50,10 @@ async fn main() -> Result<(), manager::Error> {
     manager
         .webhooks()
         .validator(webhook::v1alpha1::memcached::MemcachedWebhook);
+    manager
+        .webhooks()
+        .defaulter_at("/custom-mutate-issuer", webhook::v1::issuer::IssuerWebhook);
+    manager.webhooks().validator(webhook::v1::pod::PodWebhook);
     // +rustbuilder:scaffold:webhooks
     let controllers = manager.controllers();
     controllers.add(controller::memcached::run(manager.clone()));

@@ -4,5 +4,6 @@
 //! The project's Kubernetes APIs, one module per API group.
 
 pub mod cache;
+pub mod harbor;
 pub mod ship;
 // +rustbuilder:scaffold:groups

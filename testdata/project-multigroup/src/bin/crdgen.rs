@@ -17,6 +17,7 @@ use rustbuilder_runtime::manifests::Crds;
 fn main() -> ExitCode {
     let crds = Crds::new(vec![
         api::cache::v1alpha1::Memcached::crd(),
+        api::harbor::v1::Frigate::crd(),
         api::ship::v1beta1::Frigate::crd(),
         api::ship::v2alpha1::Cruiser::crd(),
         // +rustbuilder:scaffold:crds

@@ -10,6 +10,7 @@
 pub mod apps;
 pub mod cache;
 pub mod cert_manager;
+pub mod harbor;
 pub mod ship;
 // +rustbuilder:scaffold:controllers
 

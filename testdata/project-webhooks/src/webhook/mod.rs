@@ -4,5 +4,6 @@
 //! The admission webhooks of the project's APIs, one module per version. `rustbuilder create webhook`
 //! adds them; `src/main.rs` registers them with the manager.
 
+pub mod v1;
 pub mod v1alpha1;
 // +rustbuilder:scaffold:versions

@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use crate::Cluster;
+use crate::{Cluster, cluster};
 
 const NAMESPACE: &str = "memcached-conversion";
 /// The versions the CRD serves: the spokes, then the hub.
@@ -24,7 +24,7 @@ fn sample(cluster: &Cluster, version: &str, name: &str) -> Value {
 
 #[tokio::test]
 async fn memcached_objects_read_at_every_version() {
-    let cluster = Cluster::start().await;
+    let cluster = cluster().await;
     let manager = cluster.deploy_manager(&[]).await;
     cluster.kubectl(&["create", "namespace", NAMESPACE]);
     for version in VERSIONS {

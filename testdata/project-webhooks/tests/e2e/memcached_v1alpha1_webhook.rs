@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use crate::Cluster;
+use crate::{Cluster, cluster};
 
 const NAMESPACE: &str = "memcached-v1alpha1-webhooks";
 /// The sample `create api` wrote for this version.
@@ -47,7 +47,7 @@ fn name_label(cluster: &Cluster, name: &str) -> String {
 
 #[tokio::test]
 async fn the_api_server_calls_the_memcached_webhooks() {
-    let cluster = Cluster::start().await;
+    let cluster = cluster().await;
     let manager = cluster.deploy_manager(&[]).await;
     cluster.kubectl(&["create", "namespace", NAMESPACE]);
 

@@ -4,7 +4,7 @@
 //! The Getting Started journey with `Memcached`, end to end: the manager runs as its own ServiceAccount;
 //! everything else is done with kubectl, as a user would.
 
-use crate::{Cluster, eventually};
+use crate::{Cluster, cluster, eventually};
 
 /// A namespace that only admits Pods meeting the restricted Pod Security Standard.
 const NAMESPACE: &str = "memcached-e2e";
@@ -58,7 +58,7 @@ fn apply(cluster: &Cluster, size: u32) {
 
 #[tokio::test]
 async fn the_getting_started_journey() {
-    let cluster = Cluster::start().await;
+    let cluster = cluster().await;
     let manager = cluster.deploy_manager(&[]).await;
     cluster.kubectl(&["create", "namespace", NAMESPACE]);
     let restricted = "pod-security.kubernetes.io/enforce=restricted";

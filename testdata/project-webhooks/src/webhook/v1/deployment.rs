@@ -1,0 +1,138 @@
+// Copyright The project-webhooks Authors
+// SPDX-License-Identifier: Apache-2.0
+
+//! The admission webhooks of `Deployment` (apps/v1). The API server calls them
+//! on every create and update, before it stores the object: defaulting first, then validation.
+//!
+//! Rules about one field belong in the type (`#[schemars(range(...))]`, `#[x_kube(validation = ...)]`):
+//! the API server checks them with no webhook to call. A webhook is for what the schema cannot say. Each
+//! `// +rustbuilder:webhook:` marker becomes an entry of `config/webhook/manifests.yaml` (`make
+//! manifests`), and `src/main.rs` registers the webhooks with the manager.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::ResourceExt;
+use rustbuilder_runtime::webhook::{Defaulter, Denied, Validation, Validator};
+
+/// The label of the examples: the name of the application, one of Kubernetes' recommended labels.
+const NAME_LABEL: &str = "app.kubernetes.io/name";
+
+/// The webhooks of `Deployment`.
+pub struct DeploymentWebhook;
+
+// +rustbuilder:webhook:path=/mutate-apps-v1-deployment,mutating=true,failurePolicy=fail,sideEffects=None,groups=apps,resources=deployments,verbs=create;update,versions=v1,name=mdeployment-v1.kb.io,admissionReviewVersions=v1
+impl Defaulter for DeploymentWebhook {
+    type Object = Deployment;
+
+    /// Fills in what the user left out, on create and update. The runtime sends the changes back to
+    /// the API server as a JSON patch.
+    fn default(&self, deployment: &mut Deployment) -> Result<(), Denied> {
+        // TODO(user): set your defaults. The example names the application the object belongs to,
+        // unless the user did.
+        deployment
+            .labels_mut()
+            .entry(NAME_LABEL.to_string())
+            .or_insert_with(|| "deployment".to_string());
+        Ok(())
+    }
+}
+
+// +rustbuilder:webhook:path=/validate-apps-v1-deployment,mutating=false,failurePolicy=fail,sideEffects=None,groups=apps,resources=deployments,verbs=create;update,versions=v1,name=vdeployment-v1.kb.io,admissionReviewVersions=v1
+impl Validator for DeploymentWebhook {
+    type Object = Deployment;
+
+    /// Checks a new object: `Ok` admits it (with warnings for kubectl to print), `Err` refuses it with
+    /// the message the user sees.
+    fn validate_create(&self, _deployment: &Deployment) -> Validation {
+        // TODO(user): check what a new object must satisfy.
+        Ok(Vec::new())
+    }
+
+    /// Checks a change from `old`, the stored object, to `new`.
+    fn validate_update(&self, old: &Deployment, new: &Deployment) -> Validation {
+        // TODO(user): check what a change must satisfy. The example keeps the name label once it is
+        // set: tools find the objects of an application by it.
+        if let Some(before) = old.labels().get(NAME_LABEL)
+            && new.labels().get(NAME_LABEL) != Some(before)
+        {
+            return Err(Denied::new(format!(
+                "the label {NAME_LABEL} cannot change once set (it is {before:?})"
+            )));
+        }
+        Ok(Vec::new())
+    }
+
+    /// Checks a deletion. The marker above does not ask for deletes (`verbs=create;update`): add
+    /// `;delete` to it when this should refuse some.
+    fn validate_delete(&self, _deployment: &Deployment) -> Validation {
+        Ok(Vec::new())
+    }
+}
+// +rustbuilder:scaffold:webhooks
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    /// A Deployment as a user would write it, with the name label if given.
+    fn sample(name_label: Option<&str>) -> Deployment {
+        let mut deployment = Deployment {
+            metadata: ObjectMeta {
+                name: Some("sample".to_string()),
+                ..ObjectMeta::default()
+            },
+            ..Deployment::default()
+        };
+        if let Some(value) = name_label {
+            deployment
+                .labels_mut()
+                .insert(NAME_LABEL.to_string(), value.to_string());
+        }
+        deployment
+    }
+
+    #[test]
+    fn defaulting_sets_the_name_label_when_missing() {
+        let mut deployment = sample(None);
+        DeploymentWebhook.default(&mut deployment).unwrap();
+        assert_eq!(deployment.labels()[NAME_LABEL], "deployment");
+    }
+
+    #[test]
+    fn defaulting_keeps_the_users_label() {
+        let mut deployment = sample(Some("mine"));
+        DeploymentWebhook.default(&mut deployment).unwrap();
+        assert_eq!(deployment.labels()[NAME_LABEL], "mine");
+    }
+
+    #[test]
+    fn validation_refuses_changing_or_removing_the_name_label() {
+        let old = sample(Some("deployment"));
+        let denied = DeploymentWebhook
+            .validate_update(&old, &sample(Some("other")))
+            .unwrap_err();
+        assert!(denied.to_string().contains(NAME_LABEL), "{denied}");
+        assert!(
+            DeploymentWebhook
+                .validate_update(&old, &sample(None))
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn validation_admits_creates_deletes_and_other_updates() {
+        let deployment = sample(Some("deployment"));
+        let admitted = Ok(Vec::new());
+        assert_eq!(DeploymentWebhook.validate_create(&deployment), admitted);
+        assert_eq!(
+            DeploymentWebhook.validate_update(&deployment, &deployment),
+            admitted
+        );
+        assert_eq!(
+            DeploymentWebhook.validate_update(&sample(None), &deployment),
+            admitted
+        );
+        assert_eq!(DeploymentWebhook.validate_delete(&deployment), admitted);
+    }
+    // +rustbuilder:scaffold:webhook-tests
+}
