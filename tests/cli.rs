@@ -2073,20 +2073,38 @@ fn envtest_use_prefers_kubebuilder_assets_then_the_cache() {
 }
 
 #[test]
-fn envtest_use_without_assets_or_go_says_what_to_install() {
+fn envtest_use_without_assets_network_or_go_says_what_to_do() {
     let home = tempfile::tempdir().unwrap();
+    // No network: the release index on a port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let output = Command::new(env!("CARGO_BIN_EXE_rustbuilder"))
         .args(["envtest", "use", "1.36.3", "--bin-dir"])
         .arg(home.path())
+        .args([
+            "--index-url",
+            &format!("http://127.0.0.1:{port}/index.yaml"),
+        ])
         .env_remove("KUBEBUILDER_ASSETS")
         .env_remove("GO")
+        .env_remove("ENVTEST_FROM_SOURCE")
+        .env_remove("ENVTEST_DOWNLOAD_URL")
         .env("PATH", home.path())
         .output()
         .unwrap();
     assert!(!output.status.success());
     let message = stderr(&output);
     assert!(
-        message.contains("Go is not installed") && message.contains("install Go"),
+        message.contains("Skipping download: cannot fetch the index"),
+        "{message}"
+    );
+    assert!(
+        message.contains("could not be downloaded")
+            && message.contains("is not installed")
+            && message.contains("install Go"),
         "{message}"
     );
     assert!(
