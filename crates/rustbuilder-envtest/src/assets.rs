@@ -56,6 +56,14 @@ pub const DEFAULT_INDEX_URL: &str =
 pub const DEFAULT_DOWNLOAD_URL: &str =
     "https://github.com/kubernetes-sigs/controller-tools/releases/download";
 
+/// Where the Kubernetes release binaries (kube-controller-manager, kube-scheduler) are downloaded
+/// from, unless `ENVTEST_KUBERNETES_URL` says otherwise: `<url>/v<version>/bin/<os>/<arch>/<name>`
+/// and its `.sha256`.
+pub const DEFAULT_RELEASE_URL: &str = "https://dl.k8s.io/release";
+
+/// The simulated cluster's binaries published with each Kubernetes release.
+const RELEASE_BINARIES: &[&str] = &["kube-controller-manager", "kube-scheduler"];
+
 /// The binaries of a plain control plane (`TestEnv::start`): what an envtest release archive holds.
 pub const CONTROL_PLANE: &[&str] = &["etcd", "kube-apiserver", "kubectl"];
 
@@ -310,6 +318,9 @@ pub struct Options {
     pub index_url: String,
     /// The base of the archive URLs (`ENVTEST_DOWNLOAD_URL`); `None` follows the index's links.
     pub download_url: Option<String>,
+    /// The base of the Kubernetes release binaries' URLs (`ENVTEST_KUBERNETES_URL`, default
+    /// [`DEFAULT_RELEASE_URL`]).
+    pub release_url: String,
     /// The Go command for source builds (`GO`, default `go` from `PATH`).
     pub go: PathBuf,
 }
@@ -324,6 +335,7 @@ impl Default for Options {
             from_source: false,
             index_url: DEFAULT_INDEX_URL.to_string(),
             download_url: None,
+            release_url: DEFAULT_RELEASE_URL.to_string(),
             go: PathBuf::from("go"),
         }
     }
@@ -331,7 +343,7 @@ impl Default for Options {
 
 impl Options {
     /// The defaults changed by the environment: `ENVTEST_FROM_SOURCE` (`1` or `true`),
-    /// `ENVTEST_INDEX_URL`, `ENVTEST_DOWNLOAD_URL` and `GO`.
+    /// `ENVTEST_INDEX_URL`, `ENVTEST_DOWNLOAD_URL`, `ENVTEST_KUBERNETES_URL` and `GO`.
     pub fn from_env() -> Self {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         let defaults = Options::default();
@@ -339,6 +351,7 @@ impl Options {
             from_source: var("ENVTEST_FROM_SOURCE").is_some_and(|v| is_true(&v)),
             index_url: var("ENVTEST_INDEX_URL").unwrap_or(defaults.index_url),
             download_url: var("ENVTEST_DOWNLOAD_URL"),
+            release_url: var("ENVTEST_KUBERNETES_URL").unwrap_or(defaults.release_url),
             go: var("GO").map_or(defaults.go, PathBuf::from),
             ..defaults
         }
@@ -428,18 +441,40 @@ pub fn provide(
         return Ok(cached(target));
     }
     let mut source = Source::Built;
-    // Why the download did not happen, for the error when the build cannot happen either.
-    let mut not_downloaded = None;
-    if options.from_source {
-        not_downloaded = Some("asked to build from source".to_string());
-    } else if !Components::ControlPlane.missing(&target).is_empty() {
+    // Why downloads did not happen, for the error when the build cannot happen either.
+    let mut skipped: Vec<String> = Vec::new();
+    if !options.from_source && !Components::ControlPlane.missing(&target).is_empty() {
         match download(&version, &k8s, &target, options, &mut index, status) {
             Ok(()) => source = Source::Downloaded,
             Err(Some(e)) => return Err(e),
             Err(None) => {
                 let reason = index.unavailable.clone().unwrap_or_default();
                 status("Skipping", &format!("download: {reason}"));
-                not_downloaded = Some(reason);
+                skipped.push(reason);
+            }
+        }
+    }
+    let release_binaries: Vec<&str> = RELEASE_BINARIES
+        .iter()
+        .copied()
+        .filter(|b| components == Components::Cluster && !target.join(b).is_file())
+        .collect();
+    if !options.from_source && !release_binaries.is_empty() {
+        match download_release_binaries(
+            &version,
+            &release_binaries,
+            &k8s,
+            &target,
+            options,
+            &mut index,
+            status,
+        ) {
+            Ok(()) => source = Source::Downloaded,
+            Err(Some(e)) => return Err(e),
+            Err(None) => {
+                let reason = index.unavailable.clone().unwrap_or_default();
+                status("Skipping", &format!("download: {reason}"));
+                skipped.push(reason);
             }
         }
     }
@@ -451,7 +486,7 @@ pub fn provide(
             &target,
             &still_missing,
             options,
-            not_downloaded.as_deref(),
+            &skipped,
             status,
         )?;
     }
@@ -578,6 +613,54 @@ fn download(
     }
 }
 
+/// Downloads kube-controller-manager and kube-scheduler into `target`. `Err(None)`: impossible, build
+/// instead (the reason is in `fetched.unavailable`); `Err(Some(_))`: a failure to report.
+#[cfg(feature = "download")]
+fn download_release_binaries(
+    version: &str,
+    names: &[&str],
+    k8s: &Path,
+    target: &Path,
+    options: &Options,
+    fetched: &mut Fetched,
+    status: &dyn Fn(&str, &str),
+) -> Result<(), Option<Error>> {
+    let started = Instant::now();
+    match download::install_release_binaries(version, names, k8s, target, options, status) {
+        Ok(()) => {
+            status(
+                "Downloaded",
+                &format!(
+                    "{} {version} in {:.1?}",
+                    names.join(", "),
+                    started.elapsed()
+                ),
+            );
+            Ok(())
+        }
+        Err(download::Failure::Unavailable(reason)) => {
+            fetched.unavailable = Some(reason);
+            Err(None)
+        }
+        Err(download::Failure::Refused(e)) => Err(Some(e)),
+    }
+}
+
+#[cfg(not(feature = "download"))]
+fn download_release_binaries(
+    _: &str,
+    _: &[&str],
+    _: &Path,
+    _: &Path,
+    _: &Options,
+    fetched: &mut Fetched,
+    _: &dyn Fn(&str, &str),
+) -> Result<(), Option<Error>> {
+    fetched.unavailable =
+        Some("this build of rustbuilder-envtest cannot download (feature `download`)".into());
+    Err(None)
+}
+
 #[cfg(not(feature = "download"))]
 fn download(
     _: &str,
@@ -617,10 +700,10 @@ fn build(
     target: &Path,
     wanted: &[String],
     options: &Options,
-    not_downloaded: Option<&str>,
+    skipped: &[String],
     status: &dyn Fn(&str, &str),
 ) -> Result<()> {
-    let go = which_go(&options.go, wanted, not_downloaded)?;
+    let go = which_go(&options.go, wanted, options.from_source, skipped)?;
     let started = Instant::now();
     let work = bin_dir.join("k8s").join(format!(".build-{version}"));
     let partial = bin_dir.join("k8s").join(format!(
@@ -821,8 +904,13 @@ tool sigs.k8s.io/kwok/cmd/kwok
     )
 }
 
-/// `go` if it runs. `not_downloaded` is why the binaries were not downloaded, for the error.
-fn which_go(go: &Path, wanted: &[String], not_downloaded: Option<&str>) -> Result<PathBuf> {
+/// `go` if it runs. `skipped` says why downloads did not happen, for the error.
+fn which_go(
+    go: &Path,
+    wanted: &[String],
+    from_source: bool,
+    skipped: &[String],
+) -> Result<PathBuf> {
     match Command::new(go)
         .arg("version")
         .stdout(Stdio::null())
@@ -831,14 +919,17 @@ fn which_go(go: &Path, wanted: &[String], not_downloaded: Option<&str>) -> Resul
     {
         Ok(status) if status.success() => Ok(go.to_owned()),
         _ => {
-            let why = match not_downloaded {
-                Some(reason) => format!("could not be downloaded ({reason})"),
-                None => "are not in envtest's release archives".to_string(),
-            };
-            let retry = if not_downloaded.is_some_and(|r| r != "asked to build from source") {
-                "check the network (HTTPS_PROXY for a proxy) or set ENVTEST_INDEX_URL and ENVTEST_DOWNLOAD_URL to a mirror; or "
+            let why = if from_source {
+                "are to be built from source, as asked".to_string()
+            } else if skipped.is_empty() {
+                "have no checksummed download and are built from source".to_string()
             } else {
+                format!("could not be downloaded ({})", skipped.join("; "))
+            };
+            let retry = if skipped.is_empty() {
                 ""
+            } else {
+                "check the network (HTTPS_PROXY for a proxy) or point ENVTEST_INDEX_URL, ENVTEST_DOWNLOAD_URL and ENVTEST_KUBERNETES_URL at a mirror; or "
             };
             Err(Error::new(format!(
                 "{} {why}, and Go (`{}`) is not installed to build them\nhelp: {retry}install Go 1.26 or newer (https://go.dev/doc/install, or your package manager); or point KUBEBUILDER_ASSETS at a directory holding them",

@@ -410,14 +410,15 @@ fn concurrent_first_runs_share_one_download() {
     assert_eq!(cache_contents(bin.path()), [platform_dir("1.36.3")]);
 }
 
-/// A stand-in `go` that answers `go version` and records every other call, then fails it.
+/// A stand-in `go` that answers `go version` and records every other call (`<dir>: <args>`), then
+/// fails it.
 fn fake_go(dir: &Path) -> (PathBuf, PathBuf) {
     let log = dir.join("go.log");
     let go = dir.join("go");
     std::fs::write(
         &go,
         format!(
-            "#!/bin/sh\n[ \"$1\" = version ] && exit 0\necho \"$*\" >> '{}'\necho 'no module proxy here' >&2\nexit 1\n",
+            "#!/bin/sh\n[ \"$1\" = version ] && exit 0\necho \"$(basename \"$PWD\"): $*\" >> '{}'\necho 'no module proxy here' >&2\nexit 1\n",
             log.display()
         ),
     )
@@ -465,9 +466,12 @@ fn without_network_it_builds_with_go_at_once() {
         "{lines:?}"
     );
     assert!(lines.iter().any(|l| l.starts_with("Building")), "{lines:?}");
-    assert_eq!(
-        asked.lines().next(),
-        Some("mod download -json k8s.io/kubernetes@v1.36.3")
+    assert!(
+        asked
+            .lines()
+            .next()
+            .is_some_and(|l| l.ends_with(": mod download -json k8s.io/kubernetes@v1.36.3")),
+        "{asked}"
     );
     assert!(
         err.contains("`go mod download k8s.io/kubernetes@v1.36.3` failed"),
@@ -534,4 +538,100 @@ fn without_network_or_go_the_error_says_both() {
         "{err}"
     );
     assert!(err.contains("help: give a full release"), "{err}");
+}
+
+/// Serves kube-controller-manager and kube-scheduler of `version` under `/release`, as dl.k8s.io lays
+/// them out, each with a `.sha256` holding `hash(name, bytes)`.
+fn serve_release_binaries(server: &Server, version: &str, hash: impl Fn(&str, &[u8]) -> String) {
+    let (os, arch) = platform();
+    for name in ["kube-controller-manager", "kube-scheduler"] {
+        let bytes = format!("#!/bin/sh\necho {name} {version}\n").into_bytes();
+        let path = format!("/release/v{version}/bin/{os}/{arch}/{name}");
+        server.route(
+            format!("{path}.sha256"),
+            Reply::new(hash(name, &bytes) + "\n"),
+        );
+        server.route(path, Reply::new(bytes));
+    }
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Options for the cluster with release binaries from `server` and a stand-in Go logging to the
+/// returned file.
+fn cluster_options(server: &Server, tools: &Path) -> (Options, PathBuf) {
+    let (go, log) = fake_go(tools);
+    let options = Options {
+        components: Components::Cluster,
+        release_url: server.url("/release"),
+        go,
+        ..options(server.url("/envtest-releases.yaml"))
+    };
+    (options, log)
+}
+
+#[test]
+fn the_cluster_downloads_the_release_binaries_and_builds_only_kwok() {
+    let server = honest_server(&["1.36.3"], Duration::ZERO);
+    serve_release_binaries(&server, "1.36.3", |_, bytes| sha256(bytes));
+    let tools = tempfile::tempdir().unwrap();
+    let (options, log) = cluster_options(&server, tools.path());
+    let bin = tempfile::tempdir().unwrap();
+    // The stand-in Go cannot build kwok, so the call fails after the downloads.
+    let err = assets::provide("1.36.3", bin.path(), &options, &quiet)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("`go mod tidy` failed"), "{err}");
+    let asked = std::fs::read_to_string(log).unwrap();
+    assert_eq!(asked, "kwok: mod tidy\n", "Go was asked for more than kwok");
+    let dir = bin.path().join("k8s").join(platform_dir("1.36.3"));
+    for name in [
+        "etcd",
+        "kube-apiserver",
+        "kubectl",
+        "kube-controller-manager",
+        "kube-scheduler",
+    ] {
+        assert_eq!(run(&dir.join(name)), format!("{name} 1.36.3"));
+    }
+    assert_eq!(Components::Cluster.missing(&dir), ["kwok", "kwok-stages/"]);
+    // Beside the binaries only the Go build's work directory (its go.mod files, kept for the next try).
+    assert_eq!(
+        cache_contents(bin.path()),
+        [".build-1.36.3".to_string(), platform_dir("1.36.3")]
+    );
+}
+
+#[test]
+fn a_release_binary_not_matching_its_sha256_is_refused() {
+    let server = honest_server(&["1.36.3"], Duration::ZERO);
+    serve_release_binaries(&server, "1.36.3", |name, bytes| {
+        if name == "kube-scheduler" {
+            sha256(b"something else")
+        } else {
+            sha256(bytes)
+        }
+    });
+    let tools = tempfile::tempdir().unwrap();
+    let (options, log) = cluster_options(&server, tools.path());
+    let bin = tempfile::tempdir().unwrap();
+    let err = assets::provide("1.36.3", bin.path(), &options, &quiet)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("/kube-scheduler` ("), "{err}");
+    assert!(
+        err.contains("does not match its published SHA-256"),
+        "{err}"
+    );
+    assert!(!log.exists(), "a refused download fell back to a build");
+    // The control plane, downloaded and checked first, stays; nothing of the refused download does.
+    let dir = bin.path().join("k8s").join(platform_dir("1.36.3"));
+    assert!(Components::ControlPlane.missing(&dir).is_empty());
+    assert!(!dir.join("kube-controller-manager").exists());
+    assert_eq!(cache_contents(bin.path()), [platform_dir("1.36.3")]);
 }

@@ -10,16 +10,20 @@
 //!       selfLink: https://github.com/kubernetes-sigs/controller-tools/releases/download/envtest-v1.36.3/envtest-v1.36.3-linux-amd64.tar.gz
 //! ```
 //!
-//! An archive holds `controller-tools/envtest/{etcd,kube-apiserver,kubectl}`. It is written to a
-//! temporary file in the cache directory while its hash is computed, checked, unpacked into a temporary
-//! directory and only then moved into place: whatever fails leaves nothing behind.
+//! An archive holds `controller-tools/envtest/{etcd,kube-apiserver,kubectl}`. The simulated cluster's
+//! kube-controller-manager and kube-scheduler come from the Kubernetes release itself,
+//! `<release-url>/v<version>/bin/<os>/<arch>/<name>`, each next to its published `<name>.sha256`.
+//!
+//! A download is written to a temporary file in the cache directory while its hash is computed,
+//! checked, unpacked into a temporary directory and only then moved into place: whatever fails leaves
+//! nothing behind.
 
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use sha2::{Digest, Sha512};
+use sha2::{Digest, Sha256, Sha512};
 
 use super::{CONTROL_PLANE, Error, Options, PathContext, Result, install_dir, platform};
 
@@ -200,7 +204,7 @@ pub(super) fn install(
     let pid = std::process::id();
     let file = Removed(k8s.join(format!(".{}.{pid}.part", archive.name)));
     status("Downloading", &format!("{} from {url}", archive.name));
-    fetch_verified(&url, &archive.sha512, &file.0)?;
+    fetch_verified::<Sha512>(&url, &archive.sha512, "the index's SHA-512", &file.0)?;
     let dir = Removed(k8s.join(format!(".{version}-{os}-{arch}-download-{pid}")));
     unpack(&file.0, &dir.0).map_err(|e| {
         Failure::Refused(Error::new(format!(
@@ -211,9 +215,66 @@ pub(super) fn install(
     Ok(())
 }
 
-/// Streams `url` into `path`, hashing as it goes, and checks the SHA-512.
-fn fetch_verified(url: &str, sha512: &str, path: &Path) -> Result<(), Failure> {
-    let help = "help: run the command again to retry; if it keeps failing, set ENVTEST_INDEX_URL and ENVTEST_DOWNLOAD_URL to a mirror you trust, or build from source with `--from-source` or ENVTEST_FROM_SOURCE=1";
+/// Downloads the Kubernetes release binaries `names` of `version` (kube-controller-manager,
+/// kube-scheduler), each checked against its published SHA-256, and moves them into `target`.
+pub(super) fn install_release_binaries(
+    version: &str,
+    names: &[&str],
+    k8s: &Path,
+    target: &Path,
+    options: &Options,
+    status: &dyn Fn(&str, &str),
+) -> Result<(), Failure> {
+    let (os, arch) = platform();
+    let base = options.release_url.trim_end_matches('/');
+    let dir = Removed(k8s.join(format!(
+        ".{version}-{os}-{arch}-release-{}",
+        std::process::id()
+    )));
+    let _ = std::fs::remove_dir_all(&dir.0);
+    std::fs::create_dir_all(&dir.0).at("create", &dir.0)?;
+    for name in names {
+        let url = format!("{base}/v{version}/bin/{os}/{arch}/{name}");
+        let sum_url = format!("{url}.sha256");
+        let mut response = agent()
+            .get(&sum_url)
+            .call()
+            .map_err(|e| Failure::Unavailable(format!("cannot fetch `{sum_url}`: {e}")))?;
+        let text = response
+            .body_mut()
+            .with_config()
+            .limit(4096)
+            .read_to_string()
+            .map_err(|e| Failure::Unavailable(format!("cannot read `{sum_url}`: {e}")))?;
+        // The file holds the hash alone; tolerate `<hash>  <name>` too.
+        let sha256 = text
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(Failure::Refused(Error::new(format!(
+                "`{sum_url}` holds no SHA-256\nhelp: point ENVTEST_KUBERNETES_URL (or `--kubernetes-url`) at a mirror of the Kubernetes release files"
+            ))));
+        }
+        status("Downloading", &format!("{name} from {url}"));
+        let path = dir.0.join(name);
+        fetch_verified::<Sha256>(&url, &sha256, "its published SHA-256", &path)?;
+        make_executable(&path).at("make executable", &path)?;
+    }
+    install_dir(&dir.0, target)?;
+    Ok(())
+}
+
+/// Streams `url` into `path`, hashing as it goes with `D`, and checks the hash against `expected`
+/// (lowercase hex), which is `described` in the error.
+fn fetch_verified<D: Digest>(
+    url: &str,
+    expected: &str,
+    described: &str,
+    path: &Path,
+) -> Result<(), Failure> {
+    let help = "help: run the command again to retry; if it keeps failing, point ENVTEST_INDEX_URL, ENVTEST_DOWNLOAD_URL and ENVTEST_KUBERNETES_URL at a mirror you trust, or build from source with `--from-source` or ENVTEST_FROM_SOURCE=1";
     let mut response = agent()
         .get(url)
         .call()
@@ -226,7 +287,7 @@ fn fetch_verified(url: &str, sha512: &str, path: &Path) -> Result<(), Failure> {
     let mut body = response.body_mut().as_reader();
     let out = File::create(path).at("create", path)?;
     let mut out = BufWriter::new(out);
-    let mut hasher = Sha512::new();
+    let mut hasher = D::new();
     let mut buf = vec![0; 64 * 1024];
     let mut received: u64 = 0;
     loop {
@@ -251,9 +312,9 @@ fn fetch_verified(url: &str, sha512: &str, path: &Path) -> Result<(), Failure> {
     // A body shorter than its Content-Length ends in a read error above, not here.
     out.flush().at("write", path)?;
     let actual = hex(&hasher.finalize());
-    if actual != sha512 {
+    if actual != expected {
         return Err(Failure::Refused(Error::new(format!(
-            "the download of `{url}` ({received} bytes) does not match the index's SHA-512:\n  expected {sha512}\n  got      {actual}\n{help}"
+            "the download of `{url}` ({received} bytes) does not match {described}:\n  expected {expected}\n  got      {actual}\n{help}"
         ))));
     }
     Ok(())
