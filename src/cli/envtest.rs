@@ -54,9 +54,10 @@ pub enum Print {
 ///
 /// Uses `KUBEBUILDER_ASSETS` when it holds them, else the cache (`<bin-dir>/k8s/<version>-<os>-<arch>/`),
 /// else downloads etcd, kube-apiserver and kubectl from controller-tools' envtest release and checks them
-/// against the index's SHA-512. What cannot be downloaded (no network, `--from-source`, the `--cluster`
-/// binaries) is built from Go modules with the local Go toolchain (a cold build takes minutes; later
-/// runs reuse Go's build cache). Safe to interrupt and run again.
+/// against the index's SHA-512 (with `--cluster`, kube-controller-manager and kube-scheduler from the
+/// Kubernetes release, checked against its SHA-256 files). What cannot be downloaded (no network,
+/// `--from-source`, kwok) is built from Go modules with the local Go toolchain (a cold build takes
+/// minutes; later runs reuse Go's build cache). Safe to interrupt and run again.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  rustbuilder envtest use\n  \
                         export KUBEBUILDER_ASSETS=\"$(rustbuilder envtest use 1.36.3 --bin-dir bin -p path)\"\n  \
@@ -73,7 +74,8 @@ pub struct UseArgs {
     /// Ignore `KUBEBUILDER_ASSETS` and use or fill the cache.
     #[arg(long)]
     pub ignore_env: bool,
-    /// Also kube-controller-manager, kube-scheduler and kwok, for the simulated cluster (built with Go).
+    /// Also kube-controller-manager, kube-scheduler (downloaded) and kwok (built with Go), for the
+    /// simulated cluster.
     #[arg(long)]
     pub cluster: bool,
     /// Build with Go instead of downloading.
@@ -85,6 +87,10 @@ pub struct UseArgs {
     /// Download archives from `<URL>/envtest-v<version>/` instead of the index's links (a mirror).
     #[arg(long, value_name = "URL", env = "ENVTEST_DOWNLOAD_URL")]
     pub download_url: Option<String>,
+    /// Where `--cluster` downloads kube-controller-manager and kube-scheduler from:
+    /// `<URL>/v<version>/bin/<os>/<arch>/<name>` and its `.sha256`.
+    #[arg(long, value_name = "URL", env = "ENVTEST_KUBERNETES_URL", default_value = assets::DEFAULT_RELEASE_URL)]
+    pub kubernetes_url: String,
 }
 
 /// List the cached control-plane versions: `complete` (the simulated cluster's binaries too),
@@ -127,6 +133,7 @@ pub fn run(command: Command) -> Result<()> {
                 from_source: args.from_source,
                 index_url: args.index_url,
                 download_url: args.download_url,
+                release_url: args.kubernetes_url,
                 ..assets::Options::from_env()
             };
             let assets::Provided {
