@@ -17,7 +17,8 @@ Commands:
                               (default: $ENVTEST_K8S_VERSION, else the crate's default; `1.36` means
                               its newest release), downloading them first when they are not cached
                               (building them with Go when that is impossible); with --cluster also
-                              kube-controller-manager, kube-scheduler and kwok, built with Go
+                              kube-controller-manager, kube-scheduler (downloaded) and kwok (built
+                              with Go)
   local-cluster [KUBECONFIG]  Run a local cluster with fake nodes until Ctrl-C, writing its admin
                               kubeconfig to KUBECONFIG (default: bin/local-cluster.kubeconfig)
   help                        Print this message";
