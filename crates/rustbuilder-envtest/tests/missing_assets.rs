@@ -31,6 +31,7 @@ fn start_in_child(test: &str, vars: &[(&str, &Path)]) -> Output {
         "GO",
         "ENVTEST_FROM_SOURCE",
         "ENVTEST_DOWNLOAD_URL",
+        "ENVTEST_KUBERNETES_URL",
     ] {
         cmd.env_remove(var);
     }
