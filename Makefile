@@ -64,10 +64,10 @@ test-cli: ## Unit and integration tests of the CLI.
 	cargo test --locked
 
 .PHONY: envtest
-envtest: build ## Provide the control-plane binaries (built from Go modules the first time).
-	$(RUSTBUILDER) envtest use $(ENVTEST_K8S_VERSION) -p path
+envtest: build ## Provide the control-plane binaries, the simulated cluster's too (downloaded, kwok built with Go, the first time).
+	$(RUSTBUILDER) envtest use $(ENVTEST_K8S_VERSION) --cluster -p path
 
-ASSETS = $$($(RUSTBUILDER) envtest use $(ENVTEST_K8S_VERSION) -p path)
+ASSETS = $$($(RUSTBUILDER) envtest use $(ENVTEST_K8S_VERSION) --cluster -p path)
 
 .PHONY: test-runtime
 test-runtime: build envtest ## Test rustbuilder-runtime and rustbuilder-envtest on a real control plane.

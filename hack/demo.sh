@@ -39,8 +39,8 @@ step "Generating manifests and building (the project needs only cargo from here 
 make manifests
 cargo build --bin memcached-operator --example envtest
 
-step "Control-plane binaries (built with Go the first time)"
-export KUBEBUILDER_ASSETS=$(cargo run --quiet --example envtest -- assets)
+step "Control-plane binaries (downloaded the first time; kwok built with Go)"
+export KUBEBUILDER_ASSETS=$(cargo run --quiet --example envtest -- assets --cluster)
 export PATH="$KUBEBUILDER_ASSETS:$PATH"
 
 step "Starting a local cluster (etcd, kube-apiserver, controller-manager, scheduler, kwok fake nodes)"

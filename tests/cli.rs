@@ -2136,21 +2136,161 @@ fn envtest_use_prefers_kubebuilder_assets_then_the_cache() {
     );
 }
 
+/// Serves `routes` (path → body) over HTTP/1.1 on a free port until the test ends; returns the base URL
+/// and how many requests each path got.
+fn serve(
+    routes: BTreeMap<String, Vec<u8>>,
+) -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<BTreeMap<String, usize>>>,
+) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let counts = std::sync::Arc::new(std::sync::Mutex::new(BTreeMap::new()));
+    let counted = counts.clone();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap_or_default();
+            let mut header = String::new();
+            while reader.read_line(&mut header).unwrap_or(0) > 2 {
+                header.clear();
+            }
+            let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
+            *counted.lock().unwrap().entry(path.clone()).or_insert(0) += 1;
+            let (status, body) = match routes.get(&path) {
+                Some(body) => ("200 OK", body.as_slice()),
+                None => ("404 Not Found", &b""[..]),
+            };
+            let head = format!(
+                "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(head.as_bytes());
+            let _ = stream.write_all(body);
+        }
+    });
+    (base, counts)
+}
+
 #[test]
-fn envtest_use_without_assets_or_go_says_what_to_install() {
+fn envtest_use_downloads_the_newest_release_of_a_minor_from_a_mirror() {
+    use sha2::Digest;
+    let (os, arch) = rustbuilder_envtest::assets::platform();
+    let name = format!("envtest-v1.36.7-{os}-{arch}.tar.gz");
+    // The archive as controller-tools packs it, with stand-ins for the binaries.
+    let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(
+        Vec::new(),
+        flate2::Compression::fast(),
+    ));
+    for binary in rustbuilder_envtest::assets::CONTROL_PLANE {
+        let script = format!("#!/bin/sh\necho {binary}\n");
+        let mut header = tar::Header::new_gnu();
+        header.set_size(script.len() as u64);
+        header.set_mode(0o755);
+        let path = format!("controller-tools/envtest/{binary}");
+        tar.append_data(&mut header, path, script.as_bytes())
+            .unwrap();
+    }
+    let archive = tar.into_inner().unwrap().finish().unwrap();
+    let sha512: String = sha2::Sha512::digest(&archive)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    // The index links to a host that does not exist: `--download-url` must be what is followed.
+    let mut index = String::from("releases:\n");
+    for version in ["1.36.2", "1.36.7", "1.37.0"] {
+        let file = format!("envtest-v{version}-{os}-{arch}.tar.gz");
+        let hash = if version == "1.36.7" {
+            sha512.clone()
+        } else {
+            "0".repeat(128)
+        };
+        index.push_str(&format!(
+            "  v{version}:\n    {file}:\n      hash: {hash}\n      selfLink: http://127.0.0.1:9/{file}\n"
+        ));
+    }
+    let archive_path = format!("/mirror/envtest-v1.36.7/{name}");
+    let (base, counts) = serve(BTreeMap::from([
+        ("/index.yaml".to_string(), index.into_bytes()),
+        (archive_path.clone(), archive),
+    ]));
     let home = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_rustbuilder"))
+        .args(["envtest", "use", "1.36", "--bin-dir"])
+        .arg(home.path())
+        .args(["--index-url", &format!("{base}/index.yaml")])
+        .args(["--download-url", &format!("{base}/mirror")])
+        .env_remove("KUBEBUILDER_ASSETS")
+        .env_remove("ENVTEST_FROM_SOURCE")
+        .env("PATH", home.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let dir = home
+        .path()
+        .join("k8s")
+        .join(rustbuilder_envtest::assets::platform_dir("1.36.7"));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        format!(
+            "Version: 1.36.7\nOS/Arch: {os}/{arch}\nSource:  downloaded now\nPath:    {}\n",
+            dir.display()
+        )
+    );
+    assert_eq!(counts.lock().unwrap().get(&archive_path), Some(&1));
+    let listed = ok(
+        home.path(),
+        &[
+            "envtest",
+            "list",
+            "--bin-dir",
+            home.path().to_str().unwrap(),
+        ],
+    );
+    assert!(
+        String::from_utf8_lossy(&listed.stdout).starts_with("1.36.7-")
+            && String::from_utf8_lossy(&listed.stdout).contains("\tcontrol-plane\t"),
+        "{}",
+        String::from_utf8_lossy(&listed.stdout)
+    );
+}
+
+#[test]
+fn envtest_use_without_assets_network_or_go_says_what_to_do() {
+    let home = tempfile::tempdir().unwrap();
+    // No network: the release index on a port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let output = Command::new(env!("CARGO_BIN_EXE_rustbuilder"))
         .args(["envtest", "use", "1.36.3", "--bin-dir"])
         .arg(home.path())
+        .args([
+            "--index-url",
+            &format!("http://127.0.0.1:{port}/index.yaml"),
+        ])
         .env_remove("KUBEBUILDER_ASSETS")
         .env_remove("GO")
+        .env_remove("ENVTEST_FROM_SOURCE")
+        .env_remove("ENVTEST_DOWNLOAD_URL")
         .env("PATH", home.path())
         .output()
         .unwrap();
     assert!(!output.status.success());
     let message = stderr(&output);
     assert!(
-        message.contains("Go is not installed") && message.contains("install Go"),
+        message.contains("Skipping download: cannot fetch the index"),
+        "{message}"
+    );
+    assert!(
+        message.contains("could not be downloaded")
+            && message.contains("is not installed")
+            && message.contains("install Go"),
         "{message}"
     );
     assert!(

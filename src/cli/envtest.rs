@@ -1,6 +1,6 @@
-//! `rustbuilder envtest`: control-plane binaries for tests (etcd, kube-apiserver, kubectl,
-//! kube-controller-manager, kube-scheduler, kwok), found in the cache or built from Go modules by
-//! `rustbuilder_envtest::assets`.
+//! `rustbuilder envtest`: control-plane binaries for tests (etcd, kube-apiserver, kubectl, and for the
+//! simulated cluster kube-controller-manager, kube-scheduler, kwok), found in the cache, downloaded or
+//! built from Go modules by `rustbuilder_envtest::assets`.
 
 use std::path::PathBuf;
 
@@ -52,14 +52,18 @@ pub enum Print {
 
 /// Provide the control-plane binaries of a Kubernetes version and print where they are.
 ///
-/// Uses `KUBEBUILDER_ASSETS` when it points at a complete set, else the cache
-/// (`<bin-dir>/k8s/<version>-<os>-<arch>/`), else builds them from Go modules with the local Go toolchain
-/// (a cold build takes minutes; later runs reuse Go's build cache). Safe to interrupt and run again.
+/// Uses `KUBEBUILDER_ASSETS` when it holds them, else the cache (`<bin-dir>/k8s/<version>-<os>-<arch>/`),
+/// else downloads etcd, kube-apiserver and kubectl from controller-tools' envtest release and checks them
+/// against the index's SHA-512 (with `--cluster`, kube-controller-manager and kube-scheduler from the
+/// Kubernetes release, checked against its SHA-256 files). What cannot be downloaded (no network,
+/// `--from-source`, kwok) is built from Go modules with the local Go toolchain (a cold build takes
+/// minutes; later runs reuse Go's build cache). Safe to interrupt and run again.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  rustbuilder envtest use\n  \
-                        export KUBEBUILDER_ASSETS=\"$(rustbuilder envtest use 1.36.3 --bin-dir bin -p path)\"")]
+                        export KUBEBUILDER_ASSETS=\"$(rustbuilder envtest use 1.36.3 --bin-dir bin -p path)\"\n  \
+                        rustbuilder envtest use 1.36 --cluster --from-source")]
 pub struct UseArgs {
-    /// Kubernetes version (major.minor.patch).
+    /// Kubernetes version: a release (major.minor.patch) or a minor (major.minor) for its newest release.
     #[arg(default_value = versions::KUBERNETES)]
     pub version: String,
     #[command(flatten)]
@@ -67,12 +71,30 @@ pub struct UseArgs {
     /// What to print.
     #[arg(short = 'p', long = "print", value_enum, default_value_t = Print::Overview)]
     pub print: Print,
-    /// Ignore `KUBEBUILDER_ASSETS` and use or build the cached version.
+    /// Ignore `KUBEBUILDER_ASSETS` and use or fill the cache.
     #[arg(long)]
     pub ignore_env: bool,
+    /// Also kube-controller-manager, kube-scheduler (downloaded) and kwok (built with Go), for the
+    /// simulated cluster.
+    #[arg(long)]
+    pub cluster: bool,
+    /// Build with Go instead of downloading.
+    #[arg(long, env = "ENVTEST_FROM_SOURCE")]
+    pub from_source: bool,
+    /// The index of envtest releases and their SHA-512 (a mirror's copy of envtest-releases.yaml).
+    #[arg(long, value_name = "URL", env = "ENVTEST_INDEX_URL", default_value = assets::DEFAULT_INDEX_URL)]
+    pub index_url: String,
+    /// Download archives from `<URL>/envtest-v<version>/` instead of the index's links (a mirror).
+    #[arg(long, value_name = "URL", env = "ENVTEST_DOWNLOAD_URL")]
+    pub download_url: Option<String>,
+    /// Where `--cluster` downloads kube-controller-manager and kube-scheduler from:
+    /// `<URL>/v<version>/bin/<os>/<arch>/<name>` and its `.sha256`.
+    #[arg(long, value_name = "URL", env = "ENVTEST_KUBERNETES_URL", default_value = assets::DEFAULT_RELEASE_URL)]
+    pub kubernetes_url: String,
 }
 
-/// List the cached control-plane versions.
+/// List the cached control-plane versions: `complete` (the simulated cluster's binaries too),
+/// `control-plane` (etcd, kube-apiserver, kubectl) or `incomplete`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Example:\n  rustbuilder envtest list --bin-dir bin")]
 pub struct ListArgs {
@@ -101,10 +123,26 @@ pub fn run(command: Command) -> Result<()> {
         Command::Use(args) => {
             let version = assets::parse_version(&args.version)?;
             let bin_dir = args.bin_dir.resolve()?;
-            let (dir, source) =
-                assets::provide(&version, &bin_dir, !args.ignore_env, &|verb, message| {
-                    shell::status(verb, message)
-                })?;
+            let options = assets::Options {
+                components: if args.cluster {
+                    assets::Components::Cluster
+                } else {
+                    assets::Components::ControlPlane
+                },
+                use_env: !args.ignore_env,
+                from_source: args.from_source,
+                index_url: args.index_url,
+                download_url: args.download_url,
+                release_url: args.kubernetes_url,
+                ..assets::Options::from_env()
+            };
+            let assets::Provided {
+                dir,
+                version,
+                source,
+            } = assets::provide(&version, &bin_dir, &options, &|verb, message| {
+                shell::status(verb, message)
+            })?;
             match args.print {
                 Print::Path => println!("{}", dir.display()),
                 Print::Env => println!("export KUBEBUILDER_ASSETS='{}'", dir.display()),
@@ -112,6 +150,7 @@ pub fn run(command: Command) -> Result<()> {
                     let from = match source {
                         Source::Environment => "KUBEBUILDER_ASSETS",
                         Source::Cache => "cache",
+                        Source::Downloaded => "downloaded now",
                         Source::Built => "built now",
                     };
                     let (os, arch) = assets::platform();
@@ -138,6 +177,8 @@ pub fn run(command: Command) -> Result<()> {
             for cached in found {
                 let state = if cached.complete {
                     "complete"
+                } else if cached.control_plane {
+                    "control-plane"
                 } else {
                     "incomplete"
                 };

@@ -12,9 +12,13 @@ const USAGE: &str = "\
 Usage: envtest <COMMAND>
 
 Commands:
-  assets [VERSION]            Print the directory of the control-plane binaries of VERSION
-                              (default: $ENVTEST_K8S_VERSION, else the crate's default), building
-                              them with Go first when they are not cached
+  assets [--cluster] [VERSION]
+                              Print the directory of the control-plane binaries of VERSION
+                              (default: $ENVTEST_K8S_VERSION, else the crate's default; `1.36` means
+                              its newest release), downloading them first when they are not cached
+                              (building them with Go when that is impossible); with --cluster also
+                              kube-controller-manager, kube-scheduler (downloaded) and kwok (built
+                              with Go)
   local-cluster [KUBECONFIG]  Run a local cluster with fake nodes until Ctrl-C, writing its admin
                               kubeconfig to KUBECONFIG (default: bin/local-cluster.kubeconfig)
   help                        Print this message";
@@ -39,8 +43,14 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
     let args: Vec<String> = args.into_iter().collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     match args.as_slice() {
-        ["assets"] => print_assets(None),
-        ["assets", version] => print_assets(Some(version)),
+        ["assets"] => print_assets(None, assets::Components::ControlPlane),
+        ["assets", "--cluster"] => print_assets(None, assets::Components::Cluster),
+        ["assets", "--cluster", version] | ["assets", version, "--cluster"] => {
+            print_assets(Some(version), assets::Components::Cluster)
+        }
+        ["assets", version] if !version.starts_with('-') => {
+            print_assets(Some(version), assets::Components::ControlPlane)
+        }
         ["local-cluster"] => run_local_cluster(Path::new(DEFAULT_KUBECONFIG)),
         ["local-cluster", path] => run_local_cluster(Path::new(path)),
         ["help" | "--help" | "-h"] => {
@@ -57,9 +67,9 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
     }
 }
 
-/// `assets [VERSION]`: the cache directory of the version (never `KUBEBUILDER_ASSETS`, so the output
-/// can be used to set it), built if missing.
-fn print_assets(version: Option<&str>) -> ExitCode {
+/// `assets [--cluster] [VERSION]`: the cache directory of the version (never `KUBEBUILDER_ASSETS`, so
+/// the output can be used to set it), downloaded or built if missing.
+fn print_assets(version: Option<&str>, components: assets::Components) -> ExitCode {
     let result = (|| {
         let version = match version {
             Some(v) => v.to_string(),
@@ -70,11 +80,15 @@ fn print_assets(version: Option<&str>) -> ExitCode {
         };
         let version = assets::parse_version(&version)?;
         let bin_dir = assets::default_bin_dir()?;
-        assets::provide(&version, &bin_dir, false, &assets::print_status)
+        let options = assets::Options {
+            components,
+            ..assets::Options::from_env()
+        };
+        assets::provide(&version, &bin_dir, &options, &assets::print_status)
     })();
     match result {
-        Ok((dir, _)) => {
-            println!("{}", dir.display());
+        Ok(provided) => {
+            println!("{}", provided.dir.display());
             ExitCode::SUCCESS
         }
         Err(e) => {

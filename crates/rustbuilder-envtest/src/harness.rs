@@ -940,12 +940,17 @@ struct Assets {
 
 impl Assets {
     /// `KUBEBUILDER_ASSETS` when set; else the cache for `ENVTEST_K8S_VERSION` (default
-    /// [`assets::DEFAULT_KUBERNETES_VERSION`]), built with Go if missing.
+    /// [`assets::DEFAULT_KUBERNETES_VERSION`]), downloaded or built with Go if missing.
     async fn locate(cluster: bool) -> Assets {
+        let components = if cluster {
+            assets::Components::Cluster
+        } else {
+            assets::Components::ControlPlane
+        };
         let needed: &[&str] = if cluster {
             assets::BINARIES
         } else {
-            &["etcd", "kube-apiserver", "kubectl"]
+            assets::CONTROL_PLANE
         };
         if needed
             .iter()
@@ -960,18 +965,18 @@ impl Assets {
             return Assets {
                 dir: Some(PathBuf::from(dir)),
                 help: format!(
-                    "KUBEBUILDER_ASSETS must hold {}; unset it to use the cache (built with Go when missing)",
+                    "KUBEBUILDER_ASSETS must hold {}; unset it to use the cache (downloaded or built with Go when missing)",
                     needed.join(", ")
                 ),
             };
         }
-        match tokio::task::spawn_blocking(cached_or_built).await {
+        match tokio::task::spawn_blocking(move || cached_or_provided(components)).await {
             Ok(Ok(dir)) => Assets {
                 dir: Some(dir),
                 help: "remove the incomplete directory to rebuild it".into(),
             },
             Ok(Err(message)) => panic!("envtest: {message}"),
-            Err(e) => panic!("envtest: the asset build did not finish: {e}"),
+            Err(e) => panic!("envtest: the asset download or build did not finish: {e}"),
         }
     }
 
@@ -994,9 +999,10 @@ impl Assets {
     }
 }
 
-/// The cache directory of `ENVTEST_K8S_VERSION`, built with Go when missing. Blocks for as long as the
-/// build takes; progress goes to stderr.
-fn cached_or_built() -> Result<PathBuf, String> {
+/// The cache directory of `ENVTEST_K8S_VERSION`, downloaded or built with Go when missing (see
+/// [`assets::Options::from_env`] for the variables that steer it). Blocks for as long as that takes;
+/// progress goes to stderr.
+fn cached_or_provided(components: assets::Components) -> Result<PathBuf, String> {
     let version = env::var("ENVTEST_K8S_VERSION")
         .ok()
         .filter(|v| !v.is_empty())
@@ -1004,9 +1010,13 @@ fn cached_or_built() -> Result<PathBuf, String> {
     let version =
         assets::parse_version(&version).map_err(|e| format!("ENVTEST_K8S_VERSION: {e}"))?;
     let bin_dir = assets::default_bin_dir().map_err(|e| e.to_string())?;
-    let (dir, _) = assets::provide(&version, &bin_dir, false, &assets::print_status)
+    let options = assets::Options {
+        components,
+        ..assets::Options::from_env()
+    };
+    let provided = assets::provide(&version, &bin_dir, &options, &assets::print_status)
         .map_err(|e| e.to_string())?;
-    Ok(dir)
+    Ok(provided.dir)
 }
 
 /// `TEST_ASSET_KUBE_APISERVER` for `kube-apiserver`.

@@ -16,12 +16,14 @@
 //!
 //! The binaries come from `KUBEBUILDER_ASSETS` when it is set (the `setup-envtest` layout); else from
 //! the cache for `ENVTEST_K8S_VERSION` (default [`assets::DEFAULT_KUBERNETES_VERSION`]) under
-//! `$XDG_DATA_HOME/kubebuilder-envtest` or `~/.local/share/kubebuilder-envtest`; else they are built
-//! there with Go (1.26 or newer) on first use, once for all test binaries running at the same time.
+//! `$XDG_DATA_HOME/kubebuilder-envtest` or `~/.local/share/kubebuilder-envtest`; else they are downloaded
+//! there on first use (checked against published checksums), or built there with Go (1.26 or newer) when
+//! that is impossible, once for all test binaries running at the same time (see [`assets`]).
 //! `ENVTEST_<NAME>_FLAGS` adds flags to one component, e.g. `ENVTEST_KUBE_APISERVER_FLAGS`.
 //!
 //! Features: `harness` (default) brings `TestEnv`, `local_cluster` and `main`; without it only
-//! [`assets`] remains, which depends on neither kube nor tokio.
+//! [`assets`] remains, which depends on neither kube nor tokio. `download` (default) fetches the
+//! binaries from their release pages; without it they are always built with Go.
 
 #![warn(missing_docs)]
 

@@ -9,7 +9,16 @@ use rustbuilder_envtest::{TestEnv, assets};
 /// Set in the subprocess: there the test only calls `TestEnv::start()`.
 const CHILD: &str = "ENVTEST_CHILD";
 
-/// Runs `test` in a fresh copy of this test binary without any asset variables, plus `vars`.
+/// An index URL nothing listens on: "no network", decided at once.
+fn closed_port_url() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    format!("http://127.0.0.1:{port}/envtest-releases.yaml")
+}
+
+/// Runs `test` in a fresh copy of this test binary without any asset variables and without network
+/// (the release index on a closed port), plus `vars`.
 fn start_in_child(test: &str, vars: &[(&str, &Path)]) -> Output {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([test, "--exact", "--nocapture"]).env(CHILD, "1");
@@ -20,9 +29,13 @@ fn start_in_child(test: &str, vars: &[(&str, &Path)]) -> Output {
         "TEST_ASSET_KUBE_APISERVER",
         "TEST_ASSET_KUBECTL",
         "GO",
+        "ENVTEST_FROM_SOURCE",
+        "ENVTEST_DOWNLOAD_URL",
+        "ENVTEST_KUBERNETES_URL",
     ] {
         cmd.env_remove(var);
     }
+    cmd.env("ENVTEST_INDEX_URL", closed_port_url());
     for (var, value) in vars {
         cmd.env(var, value);
     }
@@ -73,18 +86,28 @@ async fn kubebuilder_assets_without_the_binaries_names_the_missing_one() {
 }
 
 #[tokio::test]
-async fn without_assets_or_go_the_panic_says_to_install_go() {
+async fn without_assets_network_or_go_the_panic_says_what_to_do() {
     if start_when_child().await {
         return;
     }
     let home = tempfile::tempdir().unwrap();
     let out = start_in_child(
-        "without_assets_or_go_the_panic_says_to_install_go",
+        "without_assets_network_or_go_the_panic_says_what_to_do",
         &[("XDG_DATA_HOME", home.path()), ("PATH", home.path())],
     );
     assert!(!out.status.success(), "start() did not fail");
     let stderr = stderr(&out);
-    assert!(stderr.contains("Go is not installed"), "{stderr}");
+    assert!(
+        stderr.contains(
+            "etcd, kube-apiserver, kubectl could not be downloaded (cannot fetch the index"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("and Go (`go`) is not installed"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("check the network"), "{stderr}");
     assert!(stderr.contains("install Go 1.26 or newer"), "{stderr}");
     assert!(stderr.contains("KUBEBUILDER_ASSETS"), "{stderr}");
     let cache = home.path().join("kubebuilder-envtest");
@@ -104,13 +127,13 @@ async fn an_invalid_envtest_k8s_version_is_explained() {
         "an_invalid_envtest_k8s_version_is_explained",
         &[
             ("XDG_DATA_HOME", home.path()),
-            ("ENVTEST_K8S_VERSION", Path::new("1.36")),
+            ("ENVTEST_K8S_VERSION", Path::new("1.36.x")),
         ],
     );
     assert!(!out.status.success(), "start() did not fail");
     let stderr = stderr(&out);
     assert!(
-        stderr.contains("ENVTEST_K8S_VERSION: invalid Kubernetes version `1.36`"),
+        stderr.contains("ENVTEST_K8S_VERSION: invalid Kubernetes version `1.36.x`"),
         "{stderr}"
     );
 }
@@ -154,7 +177,8 @@ async fn envtest_k8s_version_chooses_the_cache_entry() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
 
-    // The same cache without that version: nothing to start from, and no Go to build it.
+    // The same cache without that version: nothing to start from, nothing to download it from and no
+    // Go to build it.
     let out = start_in_child(
         "envtest_k8s_version_chooses_the_cache_entry",
         &[
@@ -165,7 +189,8 @@ async fn envtest_k8s_version_chooses_the_cache_entry() {
     );
     assert!(!out.status.success(), "started without assets for 1.98.0");
     assert!(
-        stderr(&out).contains("Go is not installed"),
+        stderr(&out).contains("could not be downloaded")
+            && stderr(&out).contains("is not installed"),
         "{}",
         stderr(&out)
     );
