@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 //! Tests of the `Frigate` controller against a real API server: etcd and kube-apiserver, started
-//! per test by rustbuilder-envtest (the binaries come from `KUBEBUILDER_ASSETS`, or are built once).
+//! per test by rustbuilder-envtest (the binaries come from `KUBEBUILDER_ASSETS`, or are downloaded once).
 
 use std::time::Duration;
 
