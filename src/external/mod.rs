@@ -200,7 +200,7 @@ impl ExternalCrd {
 }
 
 /// The CustomResourceDefinitions of a YAML text: every document, and the items of `List`s.
-fn parse(text: &str) -> Result<Vec<Value>> {
+pub(crate) fn parse(text: &str) -> Result<Vec<Value>> {
     let mut crds = Vec::new();
     let mut others = Vec::new();
     for document in serde_yaml::Deserializer::from_str(text) {

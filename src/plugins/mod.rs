@@ -11,6 +11,7 @@ use crate::scaffold::Plan;
 
 pub mod deploy_image;
 pub mod helm;
+pub mod migrate;
 pub mod multigroup;
 pub mod namespaced;
 pub mod rust;
@@ -33,6 +34,7 @@ pub fn create_api(
 /// resource with webhooks (a conversion needs every version of its kind). `input` is the project's
 /// directory: external kinds are generated again from the CRD copies in it that PROJECT names.
 pub fn generate(project: &Project, input: &Path, output: &Path) -> Result<()> {
+    let _replay = rust::Replay::start();
     let rust_plugin = project.plugins.get(project::RUST_PLUGIN);
     let init_options = rust::InitOptions {
         domain: project.domain.parse()?,
@@ -95,6 +97,8 @@ pub fn generate(project: &Project, input: &Path, output: &Path) -> Result<()> {
         };
         webhook::create_webhook(output, &options)?.apply()?;
     }
+    // The own kinds whose CRDs the input has get their types from them.
+    migrate::apply(project, input, output)?;
     Ok(())
 }
 

@@ -605,6 +605,27 @@ fn external_crd(
     Ok(Some(crd))
 }
 
+thread_local! {
+    static REPLAYING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// While alive, `create api` replays a PROJECT (`alpha generate`): what PROJECT records is taken as
+/// it is.
+pub struct Replay(());
+
+impl Replay {
+    pub fn start() -> Self {
+        REPLAYING.set(true);
+        Replay(())
+    }
+}
+
+impl Drop for Replay {
+    fn drop(&mut self) {
+        REPLAYING.set(false);
+    }
+}
+
 /// The Kubernetes built-in kind `create api` is about, if any: with `--resource=false`, a kind PROJECT
 /// has no type for and k8s-openapi has. Scaffolding a type of one's own that would shadow a built-in kind
 /// is refused.
@@ -619,7 +640,9 @@ fn core_type(
     );
     let core = core_types::find(group, version, kind);
     if options.resource {
-        if let Some(core) = core {
+        // A PROJECT that records an own kind of a built-in name (the CronJob of Kubebuilder's
+        // tutorial, in `batch.<domain>`) is rebuilt as it is.
+        if let Some(core) = core.filter(|_| !REPLAYING.get()) {
             bail!(
                 "`{group}/{version}, Kind={kind}` is a Kubernetes built-in kind (`{}`): a type of the same name would shadow it\nhelp: pass `--resource=false` to scaffold a controller for the built-in kind, or choose another kind",
                 core.path
