@@ -310,7 +310,12 @@ impl Generator {
                 args.extend(owned.kube_args.iter().cloned());
                 args.extend(root_args.iter().cloned());
             }
-            let _ = writeln!(out, "#[kube({})]", args.join(", "));
+            if owned {
+                // One argument a line: rustfmt leaves long attributes as they are.
+                let _ = writeln!(out, "#[kube(\n    {}\n)]", args.join(",\n    "));
+            } else {
+                let _ = writeln!(out, "#[kube({})]", args.join(", "));
+            }
             if !owned {
                 // The CRD is installed from its YAML; the Rust types describe it, they do not define it.
                 out.push_str("#[kube(schema = \"disabled\")]\n");
@@ -418,14 +423,14 @@ impl Generator {
         path: &str,
     ) -> Result<(String, bool, Vec<String>)> {
         if let Some(ty) = self.known_field_type(schema) {
-            let keep = self.keep(path, schema, &format!("k8s-openapi's schema of `{ty}` lacks the list types and validation the CRD has"));
+            let keep = self.keep(path, schema, &format!("k8s-openapi's schema of `{ty}` lacks its list types and validation"));
             return Ok((ty, true, vec![keep]));
         }
         let (ty, default) = self.field_type(name, schema, path)?;
         match self.attributes(schema, Place::Field, path) {
             Some(attributes) => Ok((ty, default, attributes)),
             None => {
-                let keep = self.keep(path, schema, "schemars cannot put all of it on the items");
+                let keep = self.keep(path, schema, "schemars cannot say all of it about the items");
                 Ok((ty, default, vec![keep]))
             }
         }
@@ -444,7 +449,7 @@ impl Generator {
         plain_int_or_string(&mut kept);
         self.kept.insert(path.to_string(), kept);
         self.kept_fns.push(format!(
-            "/// The schema of `{path}` as the CRD had it: {why}.\n\
+            "/// The schema of `{path}` as the CRD has it:\n/// {why}.\n\
              fn {function}(_: &mut schemars::SchemaGenerator) -> schemars::Schema {{\n\
              kept_schema({path:?})\n}}\n"
         ));
@@ -526,11 +531,14 @@ impl Generator {
                         return None;
                     }
                 }
-                "minimum" => range.push(format!("min = {value}")),
-                "maximum" => range.push(format!("max = {value}")),
-                "minLength" | "minItems" => length.push(format!("min = {value}")),
-                "maxLength" | "maxItems" => length.push(format!("max = {value}")),
-                "pattern" if value.is_string() => {
+                // schemars' validation attributes act on the schema types they are for.
+                "minimum" if shape.is_number() => range.push(format!("min = {value}")),
+                "maximum" if shape.is_number() => range.push(format!("max = {value}")),
+                "minLength" if shape == Shape::Str => length.push(format!("min = {value}")),
+                "maxLength" if shape == Shape::Str => length.push(format!("max = {value}")),
+                "minItems" if shape == Shape::Array => length.push(format!("min = {value}")),
+                "maxItems" if shape == Shape::Array => length.push(format!("max = {value}")),
+                "pattern" if value.is_string() && shape == Shape::Str => {
                     parts.push(format!("regex(pattern = {})", quoted(value.as_str()?)));
                 }
                 "x-kubernetes-validations" => {
@@ -579,6 +587,9 @@ impl Generator {
         if shape.format().is_some() && !object.contains_key("format") {
             extend.push("\"format\" = null".to_string());
         }
+        // `min` before `max`.
+        range.sort_by_key(|p| !p.starts_with("min"));
+        length.sort_by_key(|p| !p.starts_with("min"));
         if !range.is_empty() {
             parts.insert(0, format!("range({})", range.join(", ")));
         }
@@ -592,7 +603,9 @@ impl Generator {
         if !parts.is_empty() {
             attributes.push(format!("#[schemars({})]", parts.join(", ")));
         }
-        if !x_kube.is_empty() {
+        if x_kube.len() > 1 {
+            attributes.push(format!("#[x_kube(\n    {}\n)]", x_kube.join(",\n    ")));
+        } else if !x_kube.is_empty() {
             attributes.push(format!("#[x_kube({})]", x_kube.join(", ")));
         }
         Some(attributes)
@@ -616,11 +629,11 @@ impl Generator {
             match key.as_str() {
                 k if native.contains(&k) => {}
                 "format" if Some(value.as_str().unwrap_or_default()) == shape.format() => {}
-                "minimum" => range.push(format!("min = {value}")),
-                "maximum" => range.push(format!("max = {value}")),
-                "minLength" => length.push(format!("min = {value}")),
-                "maxLength" => length.push(format!("max = {value}")),
-                "pattern" if value.is_string() => {
+                "minimum" if shape.is_number() => range.push(format!("min = {value}")),
+                "maximum" if shape.is_number() => range.push(format!("max = {value}")),
+                "minLength" if shape == Shape::Str => length.push(format!("min = {value}")),
+                "maxLength" if shape == Shape::Str => length.push(format!("max = {value}")),
+                "pattern" if value.is_string() && shape == Shape::Str => {
                     parts.push(format!("regex(pattern = {})", quoted(value.as_str()?)));
                 }
                 _ => return None,
@@ -633,6 +646,9 @@ impl Generator {
             return None;
         }
         let _ = path;
+        // `min` before `max`.
+        range.sort_by_key(|p| !p.starts_with("min"));
+        length.sort_by_key(|p| !p.starts_with("min"));
         if !range.is_empty() {
             parts.insert(0, format!("range({})", range.join(", ")));
         }
@@ -778,6 +794,10 @@ impl Shape {
             Shape::Any => &["nullable"],
             _ => &["type", "nullable"],
         }
+    }
+
+    fn is_number(self) -> bool {
+        matches!(self, Shape::I32 | Shape::I64 | Shape::F32 | Shape::F64)
     }
 
     /// The format the Rust type gives the schema.

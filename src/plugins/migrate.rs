@@ -160,7 +160,23 @@ fn migrate_kind(
     let version_dir = format!("src/api/{group_path}{version}");
     let kept_file = format!("{kind_snake}.schemas.json");
     let types = rust_types(crd, &migrated.version, &kept_file)?;
-    plan.add_generated(format!("{version_dir}/{kind_snake}.rs"), types.rust);
+    let header = crate::scaffold::render(
+        "partials/header.rs.tera",
+        &tera::Context::from_serialize(base)?,
+    )?;
+    let header = if header.trim().is_empty() {
+        String::new()
+    } else {
+        format!("{header}\n")
+    };
+    let text = format!(
+        "{header}//! The `{kind}` API ({api_group}/{version}), generated from the CRD of the project this one\n\
+         //! was made from.\n//!\n\
+         //! The types are yours to edit: `make manifests` writes the CRD from them (doc comments become\n\
+         //! descriptions; schemars and `x_kube` attributes, validation).\n\n{}",
+        types.rust
+    );
+    plan.add_generated(format!("{version_dir}/{kind_snake}.rs"), text);
     if !types.kept.is_empty() {
         let mut json = serde_json::to_string_pretty(&types.kept)?;
         json.push('\n');
