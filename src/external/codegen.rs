@@ -58,7 +58,11 @@ pub struct OwnedTypes {
 }
 
 /// The Rust types of an own kind from `schema`, its `openAPIV3Schema` at one version.
-pub fn generate_owned(resource: &Resource<'_>, owned: &Owned, schema: &Value) -> Result<OwnedTypes> {
+pub fn generate_owned(
+    resource: &Resource<'_>,
+    owned: &Owned,
+    schema: &Value,
+) -> Result<OwnedTypes> {
     generate_types(resource, Some(owned), schema)
 }
 
@@ -98,9 +102,7 @@ fn generate_types(
     if let Some(status) = status {
         items.push(generator.object(&status_name, status, Some(Root::Status), "status")?);
     }
-    let mut imports = vec![
-        "use serde::{Deserialize, Serialize};",
-    ];
+    let mut imports = vec!["use serde::{Deserialize, Serialize};"];
     if owned.is_some() {
         imports.push("use kube::{CustomResource, KubeSchema};");
         if generator.uses_enum {
@@ -116,7 +118,10 @@ fn generate_types(
         imports.push("use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;");
     }
     let k8s: BTreeSet<&str> = generator.uses_k8s.iter().map(String::as_str).collect();
-    let k8s_imports: Vec<String> = k8s.iter().map(|path| format!("use k8s_openapi::{path};")).collect();
+    let k8s_imports: Vec<String> = k8s
+        .iter()
+        .map(|path| format!("use k8s_openapi::{path};"))
+        .collect();
     imports.extend(k8s_imports.iter().map(String::as_str));
     imports.sort_unstable();
     let mut out = imports.join("\n");
@@ -423,14 +428,22 @@ impl Generator {
         path: &str,
     ) -> Result<(String, bool, Vec<String>)> {
         if let Some(ty) = self.known_field_type(schema) {
-            let keep = self.keep(path, schema, &format!("k8s-openapi's schema of `{ty}` lacks its list types and validation"));
+            let keep = self.keep(
+                path,
+                schema,
+                &format!("k8s-openapi's schema of `{ty}` lacks its list types and validation"),
+            );
             return Ok((ty, true, vec![keep]));
         }
         let (ty, default) = self.field_type(name, schema, path)?;
         match self.attributes(schema, Place::Field, path) {
             Some(attributes) => Ok((ty, default, attributes)),
             None => {
-                let keep = self.keep(path, schema, "schemars cannot say all of it about the items");
+                let keep = self.keep(
+                    path,
+                    schema,
+                    "schemars cannot say all of it about the items",
+                );
                 Ok((ty, default, vec![keep]))
             }
         }
@@ -463,7 +476,9 @@ impl Generator {
         let (inner, wrap): (&Value, fn(&str) -> String) = match ty {
             Some("array") => (schema.get("items")?, |t| format!("Vec<{t}>")),
             Some("object") if schema.get("properties").is_none() => {
-                (schema.get("additionalProperties")?, |t| format!("BTreeMap<String, {t}>"))
+                (schema.get("additionalProperties")?, |t| {
+                    format!("BTreeMap<String, {t}>")
+                })
             }
             _ => (schema, |t| t.to_string()),
         };
@@ -715,7 +730,9 @@ impl Generator {
         if self.owned.is_some() {
             // A plain comment: a doc comment would become the schema's description.
             let _ = writeln!(out, "// `{path}` of a {}.", self.kind);
-            out.push_str("#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]\n");
+            out.push_str(
+                "#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]\n",
+            );
             self.uses_enum = true;
         } else {
             self.location(&mut out, path);
@@ -759,7 +776,11 @@ enum Shape {
 
 impl Shape {
     fn of(schema: &Value) -> Shape {
-        if schema.get("x-kubernetes-int-or-string").and_then(Value::as_bool) == Some(true) {
+        if schema
+            .get("x-kubernetes-int-or-string")
+            .and_then(Value::as_bool)
+            == Some(true)
+        {
             return Shape::IntOrString;
         }
         let has_properties = schema
@@ -778,7 +799,11 @@ impl Shape {
             Some("number") => Shape::F64,
             Some("boolean") => Shape::Bool,
             Some("array") => Shape::Array,
-            Some("object") if schema.get("additionalProperties").is_some_and(Value::is_object) => {
+            Some("object")
+                if schema
+                    .get("additionalProperties")
+                    .is_some_and(Value::is_object) =>
+            {
                 Shape::Map
             }
             _ => Shape::Any,
@@ -861,34 +886,110 @@ const KNOWN: &[Known] = &[
 ];
 
 const JOB_SPEC: &[&str] = &[
-    "activeDeadlineSeconds", "backoffLimit", "backoffLimitPerIndex", "completionMode", "completions",
-    "managedBy", "manualSelector", "maxFailedIndexes", "parallelism", "podFailurePolicy",
-    "podReplacementPolicy", "selector", "successPolicy", "suspend", "template",
+    "activeDeadlineSeconds",
+    "backoffLimit",
+    "backoffLimitPerIndex",
+    "completionMode",
+    "completions",
+    "managedBy",
+    "manualSelector",
+    "maxFailedIndexes",
+    "parallelism",
+    "podFailurePolicy",
+    "podReplacementPolicy",
+    "selector",
+    "successPolicy",
+    "suspend",
+    "template",
     "ttlSecondsAfterFinished",
 ];
 const POD_SPEC: &[&str] = &[
-    "activeDeadlineSeconds", "affinity", "automountServiceAccountToken", "containers", "dnsConfig",
-    "dnsPolicy", "enableServiceLinks", "ephemeralContainers", "hostAliases", "hostIPC",
-    "hostNetwork", "hostPID", "hostUsers", "hostname", "hostnameOverride", "imagePullSecrets",
-    "initContainers", "nodeName", "nodeSelector", "os", "overhead", "preemptionPolicy", "priority",
-    "priorityClassName", "readinessGates", "resourceClaims", "resources", "restartPolicy",
-    "runtimeClassName", "schedulerName", "schedulingGates", "schedulingGroup", "securityContext",
-    "serviceAccount", "serviceAccountName", "setHostnameAsFQDN", "shareProcessNamespace",
-    "subdomain", "terminationGracePeriodSeconds", "tolerations", "topologySpreadConstraints",
+    "activeDeadlineSeconds",
+    "affinity",
+    "automountServiceAccountToken",
+    "containers",
+    "dnsConfig",
+    "dnsPolicy",
+    "enableServiceLinks",
+    "ephemeralContainers",
+    "hostAliases",
+    "hostIPC",
+    "hostNetwork",
+    "hostPID",
+    "hostUsers",
+    "hostname",
+    "hostnameOverride",
+    "imagePullSecrets",
+    "initContainers",
+    "nodeName",
+    "nodeSelector",
+    "os",
+    "overhead",
+    "preemptionPolicy",
+    "priority",
+    "priorityClassName",
+    "readinessGates",
+    "resourceClaims",
+    "resources",
+    "restartPolicy",
+    "runtimeClassName",
+    "schedulerName",
+    "schedulingGates",
+    "schedulingGroup",
+    "securityContext",
+    "serviceAccount",
+    "serviceAccountName",
+    "setHostnameAsFQDN",
+    "shareProcessNamespace",
+    "subdomain",
+    "terminationGracePeriodSeconds",
+    "tolerations",
+    "topologySpreadConstraints",
     "volumes",
 ];
 const CONTAINER: &[&str] = &[
-    "args", "command", "env", "envFrom", "image", "imagePullPolicy", "lifecycle", "livenessProbe",
-    "name", "ports", "readinessProbe", "resizePolicy", "resources", "restartPolicy",
-    "restartPolicyRules", "securityContext", "startupProbe", "stdin", "stdinOnce",
-    "terminationMessagePath", "terminationMessagePolicy", "tty", "volumeDevices", "volumeMounts",
+    "args",
+    "command",
+    "env",
+    "envFrom",
+    "image",
+    "imagePullPolicy",
+    "lifecycle",
+    "livenessProbe",
+    "name",
+    "ports",
+    "readinessProbe",
+    "resizePolicy",
+    "resources",
+    "restartPolicy",
+    "restartPolicyRules",
+    "securityContext",
+    "startupProbe",
+    "stdin",
+    "stdinOnce",
+    "terminationMessagePath",
+    "terminationMessagePolicy",
+    "tty",
+    "volumeDevices",
+    "volumeMounts",
     "workingDir",
 ];
 const OBJECT_REFERENCE: &[&str] = &[
-    "apiVersion", "fieldPath", "kind", "name", "namespace", "resourceVersion", "uid",
+    "apiVersion",
+    "fieldPath",
+    "kind",
+    "name",
+    "namespace",
+    "resourceVersion",
+    "uid",
 ];
 const CONDITION: &[&str] = &[
-    "lastTransitionTime", "message", "observedGeneration", "reason", "status", "type",
+    "lastTransitionTime",
+    "message",
+    "observedGeneration",
+    "reason",
+    "status",
+    "type",
 ];
 
 fn property_names(schema: &Value) -> BTreeSet<&str> {
@@ -910,7 +1011,9 @@ fn template_of(schema: &Value, spec: &[&str], must: &str) -> bool {
         return false;
     };
     let inner_names = property_names(inner);
-    subset(&names, &["metadata", "spec"]) && inner_names.contains(must) && subset(&inner_names, spec)
+    subset(&names, &["metadata", "spec"])
+        && inner_names.contains(must)
+        && subset(&inner_names, spec)
 }
 
 /// A CEL rule of `x-kubernetes-validations` as kube's `Rule` builder.
@@ -921,7 +1024,11 @@ fn cel_rule(rule: &Value) -> String {
         let _ = write!(out, ".message({})", quoted(message));
     }
     if let Some(expression) = rule.get("messageExpression").and_then(Value::as_str) {
-        let _ = write!(out, ".message(Message::Expression({}.into()))", quoted(expression));
+        let _ = write!(
+            out,
+            ".message(Message::Expression({}.into()))",
+            quoted(expression)
+        );
     }
     if let Some(reason) = rule.get("reason").and_then(Value::as_str) {
         let _ = write!(out, ".reason(Reason::{reason})");
@@ -1449,6 +1556,162 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("has no `spec`"), "{err}");
+    }
+
+    /// The generated text of an own kind, formatted, and the schemas it keeps.
+    fn owned(schema: serde_json::Value) -> (String, BTreeMap<String, Value>) {
+        let owned = Owned {
+            kube_args: vec!["shortname = \"wg\"".into()],
+            kept_file: "widget.schemas.json".into(),
+        };
+        let types = generate_owned(&resource(true), &owned, &schema).unwrap();
+        let (outcome, errors) = crate::rustfmt::format(&["widget.rs".into()], &[types.rust], None);
+        let crate::rustfmt::Outcome::Formatted(mut texts) = outcome else {
+            panic!("{}", crate::rustfmt::MISSING);
+        };
+        assert!(
+            errors.is_empty(),
+            "the generated Rust does not parse:\n{errors}"
+        );
+        (texts.remove(0), types.kept)
+    }
+
+    #[test]
+    fn own_kinds_carry_their_validation_as_attributes() {
+        let (out, kept) = owned(spec(
+            json!({
+                "captain": { "type": "string", "minLength": 3, "maxLength": 20, "pattern": "^[a-z]+$" },
+                "crew": { "type": "integer", "format": "int32", "minimum": 1, "maximum": 500, "exclusiveMaximum": true, "default": 10 },
+                "tonnage": { "type": "integer" },
+                "home": { "type": "string", "format": "uri" },
+                "flags": { "type": "array", "items": { "type": "string", "maxLength": 1 }, "minItems": 1, "x-kubernetes-list-type": "set" },
+                "labels": { "type": "object", "additionalProperties": { "type": "string" }, "x-kubernetes-map-type": "atomic" },
+                "ports": {
+                    "type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                    "items": { "type": "object", "required": ["name"], "properties": { "name": { "type": "string" } } }
+                },
+                "size": { "type": "integer", "format": "int32", "x-kubernetes-validations": [{ "rule": "self > 0", "message": "positive" }] },
+                "ledger": { "type": "object", "x-kubernetes-preserve-unknown-fields": true },
+                "sailed": { "type": "string", "format": "date-time" },
+            }),
+            &["captain"],
+        ));
+        assert!(
+            out.contains("#[derive(CustomResource, KubeSchema, Clone, Debug"),
+            "{out}"
+        );
+        assert!(!out.contains("schema = \"disabled\""), "{out}");
+        assert!(out.contains("    shortname = \"wg\"\n"), "{out}");
+        assert!(out.contains("#[schemars(length(min = 3, max = 20), regex(pattern = \"^[a-z]+$\"))]\n    pub captain: String,"), "{out}");
+        assert!(out.contains("#[schemars(range(min = 1, max = 500), extend(\"default\" = 10, \"exclusiveMaximum\" = true))]\n    pub crew: Option<i32>,"), "{out}");
+        // i64 would say `format: int64`; the CRD says none.
+        assert!(
+            out.contains("#[schemars(extend(\"format\" = null))]\n    pub tonnage: Option<i64>,"),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "#[schemars(extend(\"format\" = \"uri\"))]\n    pub home: Option<String>,"
+            ),
+            "{out}"
+        );
+        assert!(out.contains("#[schemars(length(min = 1), inner(length(max = 1)))]\n    #[x_kube(merge_strategy = ListMerge::Set)]\n    pub flags: Option<Vec<String>>,"), "{out}");
+        assert!(out.contains("#[x_kube(merge_strategy = MapMerge::Atomic)]\n    pub labels: Option<BTreeMap<String, String>>,"), "{out}");
+        assert!(out.contains("#[x_kube(merge_strategy = ListMerge::Map(vec![\"name\".into()]))]\n    pub ports: Option<Vec<WidgetSpecPorts>>,"), "{out}");
+        assert!(out.contains("#[x_kube(validation = Rule::new(\"self > 0\").message(\"positive\"))]\n    pub size: Option<i32>,"), "{out}");
+        assert!(out.contains("#[schemars(extend(\"type\" = \"object\", \"x-kubernetes-preserve-unknown-fields\" = true))]\n    pub ledger: Option<serde_json::Value>,"), "{out}");
+        assert!(
+            out.contains("use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;"),
+            "{out}"
+        );
+        assert!(out.contains("pub sailed: Option<Time>,"), "{out}");
+        // Nested types carry a plain comment: a doc comment would become their description.
+        assert!(
+            out.contains("// `spec.ports[]` of a Widget.\n#[derive(KubeSchema,"),
+            "{out}"
+        );
+        assert!(kept.is_empty(), "{kept:?}");
+    }
+
+    #[test]
+    fn enums_structs_and_rules_of_own_kinds() {
+        let mut schema = spec(
+            json!({
+                "engine": {
+                    "type": "object",
+                    "required": ["kind"],
+                    "x-kubernetes-map-type": "atomic",
+                    "x-kubernetes-validations": [{ "rule": "has(self.kind)", "messageExpression": "'no ' + 'kind'", "reason": "FieldValueRequired", "fieldPath": ".kind" }],
+                    "properties": { "kind": { "type": "string", "enum": ["Sail", "Steam"], "default": "Sail" } }
+                },
+            }),
+            &[],
+        );
+        schema["description"] = json!("A widget.");
+        schema["x-kubernetes-validations"] =
+            json!([{ "rule": "self.metadata.name.size() < 9", "optionalOldSelf": true }]);
+        let (out, _) = owned(schema);
+        assert!(out.contains("    doc = \"A widget.\",\n"), "{out}");
+        assert!(out.contains("    validation = Rule::new(\"self.metadata.name.size() < 9\").optional_old_self(true)\n)]"), "{out}");
+        assert!(out.contains("#[schemars(extend(\"x-kubernetes-map-type\" = \"atomic\"))]\n#[x_kube(validation = Rule::new(\"has(self.kind)\").message(Message::Expression(\"'no ' + 'kind'\".into())).reason(Reason::FieldValueRequired).field_path(\".kind\"))]\npub struct WidgetSpecEngine {"), "{out}");
+        assert!(
+            out.contains(
+                "#[schemars(extend(\"default\" = \"Sail\"))]\n    pub kind: WidgetSpecEngineKind,"
+            ),
+            "{out}"
+        );
+        assert!(out.contains("#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]\npub enum WidgetSpecEngineKind {"), "{out}");
+        assert!(out.contains("use schemars::JsonSchema;"), "{out}");
+    }
+
+    #[test]
+    fn kubernetes_types_become_k8s_openapi_types_with_the_crds_schema() {
+        let port = json!({ "anyOf": [{ "type": "integer" }, { "type": "string" }], "x-kubernetes-int-or-string": true });
+        let (out, kept) = owned(spec(
+            json!({
+                "jobTemplate": {
+                    "type": "object",
+                    "properties": {
+                        "metadata": { "type": "object" },
+                        "spec": { "type": "object", "properties": {
+                            "template": { "type": "object", "properties": { "port": port } },
+                            "suspend": { "type": "boolean" }
+                        } }
+                    }
+                },
+                "readings": { "type": "array", "items": { "type": "integer" } },
+            }),
+            &["jobTemplate"],
+        ));
+        assert!(
+            out.contains("use k8s_openapi::api::batch::v1::JobTemplateSpec;"),
+            "{out}"
+        );
+        assert!(out.contains("#[schemars(schema_with = \"spec_job_template_schema\")]\n    pub job_template: JobTemplateSpec,"), "{out}");
+        assert!(out.contains("fn spec_job_template_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {\n    kept_schema(\"spec.jobTemplate\")\n}"), "{out}");
+        assert!(
+            out.contains("include_str!(\"widget.schemas.json\")"),
+            "{out}"
+        );
+        // Items schemars cannot describe (an integer without a format) keep their schema too.
+        assert!(out.contains("#[schemars(schema_with = \"spec_readings_schema\")]\n    pub readings: Option<Vec<i64>>,"), "{out}");
+        assert_eq!(
+            kept.keys().collect::<Vec<_>>(),
+            ["spec.jobTemplate", "spec.readings"]
+        );
+        // The int-or-string flag says what its `anyOf` says; kube would empty the `anyOf`.
+        assert_eq!(
+            kept["spec.jobTemplate"]
+                .pointer("/properties/spec/properties/template/properties/port"),
+            Some(&json!({ "x-kubernetes-int-or-string": true }))
+        );
+        // A look-alike with a field k8s-openapi's type lacks is generated, not recognised.
+        let (out, kept) = owned(spec(
+            json!({ "ref": { "type": "object", "properties": { "matchLabels": { "type": "object", "additionalProperties": { "type": "string" } }, "matchExpressions": { "type": "array", "items": { "type": "string" } }, "extra": { "type": "string" } } } }),
+            &[],
+        ));
+        assert!(out.contains("pub r#ref: Option<WidgetSpecRef>,"), "{out}");
+        assert!(kept.is_empty());
     }
 
     #[test]

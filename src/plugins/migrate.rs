@@ -47,10 +47,7 @@ pub fn read_crds(input: &Path) -> Result<BTreeMap<(String, String), Value>> {
         .collect::<std::io::Result<_>>()?;
     files.sort();
     for path in files {
-        if !path
-            .extension()
-            .is_some_and(|e| e == "yaml" || e == "yml")
-        {
+        if !path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
             continue;
         }
         let text = std::fs::read_to_string(&path)
@@ -149,7 +146,10 @@ fn migrate_kind(
     let group: Group = resource.group.parse()?;
     let kind_snake = kind.snake();
     let (group_path, group_rel) = if project.multigroup {
-        (format!("{}/", group.snake()), format!("{}::", group.snake()))
+        (
+            format!("{}/", group.snake()),
+            format!("{}::", group.snake()),
+        )
     } else {
         (String::new(), String::new())
     };
@@ -269,7 +269,9 @@ pub fn rust_types(crd: &Value, version: &Value, kept_file: &str) -> Result<Owned
             .map(str::to_string)
             .collect()
     };
-    if let Some(singular) = names.and_then(|n| n.get("singular")).and_then(Value::as_str)
+    if let Some(singular) = names
+        .and_then(|n| n.get("singular"))
+        .and_then(Value::as_str)
         && singular != kind.to_lowercase()
     {
         args.push(format!("singular = {singular:?}"));
@@ -411,4 +413,97 @@ fn text_at<'a>(value: &'a Value, path: &[&str]) -> &'a str {
         .try_fold(value, |v, key| v.get(key))
         .and_then(Value::as_str)
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn crd(version: Value) -> Value {
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "spec": {
+                "group": "fleet.example.com",
+                "names": { "kind": "Frigate", "plural": "frigates", "singular": "boat", "shortNames": ["fg"], "categories": ["fleet"] },
+                "scope": "Cluster",
+                "versions": [version]
+            }
+        })
+    }
+
+    #[test]
+    fn the_crd_beyond_the_schema_becomes_kube_arguments() {
+        let version = json!({
+            "name": "v1beta1",
+            "served": false,
+            "storage": false,
+            "deprecated": true,
+            "deprecationWarning": "use v1",
+            "additionalPrinterColumns": [{ "name": "Crew", "type": "integer", "jsonPath": ".spec.crew" }],
+            "selectableFields": [{ "jsonPath": ".spec.captain" }],
+            "subresources": { "status": {}, "scale": { "specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas" } },
+            "schema": { "openAPIV3Schema": { "type": "object", "properties": {
+                "spec": { "type": "object", "properties": { "replicas": { "type": "integer", "format": "int32" } } },
+                "status": { "type": "object", "properties": { "replicas": { "type": "integer", "format": "int32" } } }
+            } } }
+        });
+        let types = rust_types(&crd(version.clone()), &version, "frigate.schemas.json").unwrap();
+        let rust = types.rust;
+        for arg in [
+            "plural = \"frigates\"",
+            "status = \"FrigateStatus\"",
+            "singular = \"boat\"",
+            "shortname = \"fg\"",
+            "category = \"fleet\"",
+            r##"printcolumn = r#"{"jsonPath":".spec.crew","name":"Crew","type":"integer"}"#"##,
+            r##"scale = r#"{"specReplicasPath":".spec.replicas","statusReplicasPath":".status.replicas"}"#"##,
+            "selectable = \".spec.captain\"",
+            "served = false",
+            "storage = false",
+            "deprecated = \"use v1\"",
+        ] {
+            assert!(rust.contains(&format!("\n    {arg}")), "{arg}:\n{rust}");
+        }
+        // Cluster scope: not namespaced.
+        assert!(!rust.contains("namespaced"), "{rust}");
+    }
+
+    #[test]
+    fn a_raw_string_outlasts_its_content() {
+        assert_eq!(raw_json(&json!({ "a": "b" })), r##"r#"{"a":"b"}"#"##);
+        assert_eq!(
+            raw_json(&json!({ "a": "\"#" })),
+            r###"r##"{"a":"\"#"}"##"###
+        );
+    }
+
+    #[test]
+    fn the_sample_sets_what_the_schema_requires() {
+        let version = json!({ "name": "v1", "schema": { "openAPIV3Schema": { "properties": { "spec": {
+            "type": "object",
+            "required": ["schedule", "policy", "limit", "template"],
+            "properties": {
+                "schedule": { "type": "string" },
+                "policy": { "type": "string", "enum": ["Allow", "Forbid"] },
+                "limit": { "type": "integer", "minimum": 3 },
+                "template": { "type": "object", "required": ["mode"], "properties": { "mode": { "type": "string", "default": "fast" } } },
+                "optional": { "type": "string" }
+            }
+        } } } } });
+        let yaml = sample_yaml(&crd(version.clone()), &version, "fleet");
+        assert!(
+            yaml.starts_with("apiVersion: fleet.example.com/v1\nkind: Frigate\n"),
+            "{yaml}"
+        );
+        assert!(yaml.contains("  name: frigate-sample\n"), "{yaml}");
+        let parsed: serde_yaml::Value = serde_yaml::from_str(&yaml).unwrap();
+        let spec = serde_json::to_value(&parsed["spec"]).unwrap();
+        assert_eq!(
+            spec,
+            json!({ "schedule": "", "policy": "Allow", "limit": 3, "template": { "mode": "fast" } })
+        );
+    }
 }
