@@ -112,10 +112,10 @@ fn normalise(mut crd: Value) -> Value {
     let name = crd.pointer("/metadata/name").cloned();
     crd["metadata"] = serde_json::json!({ "name": name });
     let kind = crd.pointer("/spec/names/kind").cloned();
-    if let (Some(Value::String(kind)), Some(names)) = (kind, crd.pointer_mut("/spec/names")) {
-        if names.get("listKind") == Some(&Value::String(format!("{kind}List"))) {
-            names.as_object_mut().unwrap().remove("listKind");
-        }
+    if let (Some(Value::String(kind)), Some(names)) = (kind, crd.pointer_mut("/spec/names"))
+        && names.get("listKind") == Some(&Value::String(format!("{kind}List")))
+    {
+        names.as_object_mut().unwrap().remove("listKind");
     }
     if let Some(versions) = crd
         .pointer_mut("/spec/versions")
