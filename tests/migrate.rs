@@ -417,3 +417,91 @@ fn the_comparison_sees_what_differs() {
     );
     assert!(found.iter().all(|d| !GAPS.iter().any(|g| (g.matches)(d))));
 }
+
+fn generate_without_manifests(input: &Path, output: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_rustbuilder"))
+        .args(["alpha", "generate", "--skip-manifests", "--input-dir"])
+        .arg(input)
+        .arg("--output-dir")
+        .arg(output)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn own_kinds_with_a_crd_get_its_types_and_the_others_keep_the_scaffold() {
+    // Cheap: no manifests, so nothing is built.
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/migrate");
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("fleet");
+    let generated = generate_without_manifests(&fixture, &output);
+    assert!(
+        generated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&generated.stderr)
+    );
+    let read = |path: &str| {
+        std::fs::read_to_string(output.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+    };
+    let frigate = read("src/api/v1/frigate.rs");
+    assert!(frigate.contains("    pub captain: String,\n"), "{frigate}");
+    assert!(
+        frigate.contains("include_str!(\"frigate.schemas.json\")"),
+        "{frigate}"
+    );
+    let kept: Value = serde_json::from_str(&read("src/api/v1/frigate.schemas.json")).unwrap();
+    assert!(kept.get("status.conditions").is_some(), "{kept}");
+    // One file per version; the old one is served, not stored, and deprecated.
+    let old = read("src/api/v1beta1/frigate.rs");
+    assert!(old.contains("    storage = false,\n"), "{old}");
+    assert!(
+        old.contains(
+            "    deprecated = \"fleet.example.com/v1beta1 Frigate is deprecated; use v1\""
+        ),
+        "{old}"
+    );
+    assert!(read("src/api/v1/harbor.rs").contains("pub berths: Option<i32>,"));
+    // Dock has no CRD: the scaffolded type and controller.
+    assert!(read("src/api/v1/dock.rs").contains("pub foo: Option<String>,"));
+    assert!(read("src/controller/dock.rs").contains("fn desired_status"));
+    // The migrated kinds' controllers and tests start empty; the sample sets the required fields.
+    let controller = read("src/controller/frigate.rs");
+    assert!(
+        !controller.contains("desired_status") && controller.contains("TODO(user)"),
+        "{controller}"
+    );
+    assert!(
+        read("tests/frigate_controller.rs")
+            .contains("async fn the_api_server_serves_frigate_and_the_controller_runs()")
+    );
+    let sample = read("config/samples/fleet_v1_frigate.yaml");
+    assert!(
+        sample.contains("spec:\n  captain: ''\n  engine:\n    kind: Sail\n"),
+        "{sample}"
+    );
+    // Stored at the version the CRD stores.
+    assert!(read("src/bin/crdgen.rs").contains("crds.storage_version::<api::v1::Frigate>()"));
+}
+
+#[test]
+fn a_crd_that_cannot_be_read_stops_generate_and_writes_nothing() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/migrate");
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("input");
+    std::fs::create_dir_all(input.join("config/crd/bases")).unwrap();
+    std::fs::copy(fixture.join("PROJECT"), input.join("PROJECT")).unwrap();
+    std::fs::write(
+        input.join("config/crd/bases/fleet.example.com_frigates.yaml"),
+        "spec: [unclosed\n",
+    )
+    .unwrap();
+    let output = dir.path().join("fleet");
+    let generated = generate_without_manifests(&input, &output);
+    assert!(!generated.status.success());
+    let stderr = String::from_utf8_lossy(&generated.stderr);
+    assert!(
+        stderr.contains("fleet.example.com_frigates.yaml` is not a CRD file"),
+        "{stderr}"
+    );
+    assert!(!output.exists(), "nothing is written");
+}
