@@ -505,3 +505,28 @@ fn a_crd_that_cannot_be_read_stops_generate_and_writes_nothing() {
     );
     assert!(!output.exists(), "nothing is written");
 }
+
+#[test]
+fn crds_a_rustbuilder_project_wrote_itself_are_left_alone() {
+    // Without controller-gen's annotation, a CRD in config/crd/bases is the project's own output,
+    // written from the types it has: they stay.
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/migrate");
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("input");
+    std::fs::create_dir_all(input.join("config/crd/bases")).unwrap();
+    std::fs::copy(fixture.join("PROJECT"), input.join("PROJECT")).unwrap();
+    let file = "config/crd/bases/fleet.example.com_frigates.yaml";
+    let crd = std::fs::read_to_string(fixture.join(file)).unwrap();
+    let own = crd.replace("    controller-gen.kubebuilder.io/version: v0.21.0\n", "");
+    assert_ne!(own, crd);
+    std::fs::write(input.join(file), own).unwrap();
+    let output = dir.path().join("fleet");
+    let generated = generate_without_manifests(&input, &output);
+    assert!(
+        generated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&generated.stderr)
+    );
+    let frigate = std::fs::read_to_string(output.join("src/api/v1/frigate.rs")).unwrap();
+    assert!(frigate.contains("pub foo: Option<String>,"), "{frigate}");
+}

@@ -53,7 +53,8 @@ pub struct OwnedTypes {
     /// with a constraint per item schemars cannot put there), by path, e.g. `spec.jobTemplate`. Empty
     /// when there are none.
     pub kept: BTreeMap<String, Value>,
-    /// What of the schema the types cannot express, one line each (see [`GAPS`]).
+    /// What of the schema the types cannot express, one line each: keywords of the root schema other
+    /// than its description and rules.
     pub gaps: Vec<String>,
 }
 
@@ -1662,6 +1663,19 @@ mod tests {
         );
         assert!(out.contains("#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]\npub enum WidgetSpecEngineKind {"), "{out}");
         assert!(out.contains("use schemars::JsonSchema;"), "{out}");
+    }
+
+    #[test]
+    fn what_the_root_schema_says_beyond_kube_is_reported() {
+        let mut schema = spec(json!({}), &[]);
+        schema["required"] = json!(["spec"]);
+        schema["x-kubernetes-preserve-unknown-fields"] = json!(true);
+        let owned = Owned::default();
+        let types = generate_owned(&resource(true), &owned, &schema).unwrap();
+        assert_eq!(
+            types.gaps,
+            ["the root schema's `x-kubernetes-preserve-unknown-fields`"]
+        );
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! A Kubebuilder project's own kinds, from its CRDs: when the directory `alpha generate` reads holds
-//! `config/crd/bases/<group>.<domain>_<plural>.yaml` (what controller-gen wrote), each kind PROJECT
+//! `config/crd/bases/<group>.<domain>_<plural>.yaml` written by controller-gen (it has the
+//! `controller-gen.kubebuilder.io/version` annotation; a rustbuilder project's own are left alone, its
+//! types are the source of them), each kind PROJECT
 //! names that has a CRD there gets Rust types generated from its schema ([`codegen::generate_owned`])
 //! in place of the scaffolded ones, so that `make manifests` writes the same CRD again.
 //!
@@ -24,6 +26,9 @@ use crate::scaffold::{IfExists, Plan};
 /// Where controller-gen writes a Kubebuilder project's CRDs.
 pub const CRD_DIR: &str = "config/crd/bases";
 
+/// The annotation controller-gen puts on the CRDs it writes: the CRDs the types come from.
+pub const CONTROLLER_GEN_ANNOTATION: &str = "controller-gen.kubebuilder.io/version";
+
 /// One version of a kind's CRD, ready to generate from.
 #[derive(Debug, Clone)]
 pub struct MigratedVersion {
@@ -33,8 +38,8 @@ pub struct MigratedVersion {
     pub version: Value,
 }
 
-/// The CRDs in `input`'s `config/crd/bases/`, by `(API group, kind)`. None when there is no such
-/// directory.
+/// The CRDs controller-gen wrote in `input`'s `config/crd/bases/`, by `(API group, kind)`. None
+/// when there is no such directory.
 pub fn read_crds(input: &Path) -> Result<BTreeMap<(String, String), Value>> {
     let dir = input.join(CRD_DIR);
     let mut crds = BTreeMap::new();
@@ -54,7 +59,13 @@ pub fn read_crds(input: &Path) -> Result<BTreeMap<(String, String), Value>> {
             .with_context(|| format!("failed to read `{}`", path.display()))?;
         let parsed = crate::external::parse(&text)
             .with_context(|| format!("`{}` is not a CRD file", path.display()))?;
-        for crd in parsed {
+        // Only controller-gen's: a rustbuilder project's own `crdgen` writes CRDs there too, from
+        // types it already has.
+        for crd in parsed.into_iter().filter(|c| {
+            c.pointer("/metadata/annotations")
+                .and_then(Value::as_object)
+                .is_some_and(|a| a.contains_key(CONTROLLER_GEN_ANNOTATION))
+        }) {
             let group = text_at(&crd, &["spec", "group"]).to_string();
             let kind = text_at(&crd, &["spec", "names", "kind"]).to_string();
             crds.insert((group, kind), crd);
@@ -173,7 +184,12 @@ fn migrate_kind(
         "{header}//! The `{kind}` API ({api_group}/{version}), generated from the CRD of the project this one\n\
          //! was made from.\n//!\n\
          //! The types are yours to edit: `make manifests` writes the CRD from them (doc comments become\n\
-         //! descriptions; schemars and `x_kube` attributes, validation).\n\n{}",
+         //! descriptions; schemars and `x_kube` attributes, validation).\n{}\n{}",
+        types
+            .gaps
+            .iter()
+            .map(|gap| format!("//!\n//! Not carried over from the CRD: {gap}.\n"))
+            .collect::<String>(),
         types.rust
     );
     plan.add_generated(format!("{version_dir}/{kind_snake}.rs"), text);
