@@ -473,23 +473,22 @@ impl Generator {
     /// The k8s-openapi type of a property that is recognisably a Kubernetes type, or a list or map of
     /// one (see [`KNOWN`]).
     fn known_field_type(&mut self, schema: &Value) -> Option<String> {
-        let ty = schema.get("type").and_then(Value::as_str);
-        let (inner, wrap): (&Value, fn(&str) -> String) = match ty {
-            Some("array") => (schema.get("items")?, |t| format!("Vec<{t}>")),
-            Some("object") if schema.get("properties").is_none() => {
-                (schema.get("additionalProperties")?, |t| {
-                    format!("BTreeMap<String, {t}>")
-                })
-            }
-            _ => (schema, |t| t.to_string()),
-        };
+        let (inner, wrap): (&Value, fn(&str) -> String) =
+            match schema.get("type").and_then(Value::as_str) {
+                Some("array") => (schema.get("items")?, |t| format!("Vec<{t}>")),
+                Some("object") if schema.get("properties").is_none() => {
+                    (schema.get("additionalProperties")?, |t| {
+                        format!("BTreeMap<String, {t}>")
+                    })
+                }
+                _ => (schema, |t| t.to_string()),
+            };
         let known = KNOWN.iter().find(|k| (k.matches)(inner))?;
-        let (module, name) = known.path.rsplit_once("::").expect("a path");
-        self.uses_k8s.insert(format!("{module}::{name}"));
-        if ty == Some("object") && !std::ptr::eq(inner, schema) {
-            self.uses_map = true;
-        }
-        Some(wrap(name))
+        let name = known.path.rsplit("::").next().expect("a path");
+        self.uses_k8s.insert(known.path.to_string());
+        let ty = wrap(name);
+        self.uses_map |= ty.starts_with("BTreeMap");
+        Some(ty)
     }
 
     /// The `#[kube(...)]` arguments of the root schema: its description and rules.
@@ -540,7 +539,7 @@ impl Generator {
                 _ if native.contains(&key) => {}
                 "format" if Some(value.as_str().unwrap_or_default()) == shape.format() => {}
                 "items" if shape == Shape::Array => {
-                    parts.extend(self.inner(value, path)?);
+                    parts.extend(self.inner(value)?);
                 }
                 "additionalProperties" if shape == Shape::Map => {
                     if !self.plain_member(value) {
@@ -629,7 +628,7 @@ impl Generator {
 
     /// The schemars `inner(...)` part for the items of a list, if they need one; `None` when they
     /// say more than `inner` can carry.
-    fn inner(&mut self, items: &Value, path: &str) -> Option<Vec<String>> {
+    fn inner(&mut self, items: &Value) -> Option<Vec<String>> {
         let shape = Shape::of(items);
         if matches!(shape, Shape::Struct) {
             return Some(Vec::new());
@@ -661,7 +660,6 @@ impl Generator {
         if matches!(shape, Shape::Array | Shape::Map) && !self.plain_member(items) {
             return None;
         }
-        let _ = path;
         // `min` before `max`.
         range.sort_by_key(|p| !p.starts_with("min"));
         length.sort_by_key(|p| !p.starts_with("min"));
