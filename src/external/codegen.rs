@@ -329,7 +329,7 @@ impl Generator {
         }
         if owned {
             // What the object schema says beyond its properties.
-            let attributes = self.attributes(schema, Place::Struct, path);
+            let attributes = self.attributes(schema, Place::Struct);
             for attribute in attributes.unwrap_or_default() {
                 let _ = writeln!(out, "{attribute}");
             }
@@ -437,7 +437,7 @@ impl Generator {
             return Ok((ty, true, vec![keep]));
         }
         let (ty, default) = self.field_type(name, schema, path)?;
-        match self.attributes(schema, Place::Field, path) {
+        match self.attributes(schema, Place::Field) {
             Some(attributes) => Ok((ty, default, attributes)),
             None => {
                 let keep = self.keep(
@@ -519,7 +519,7 @@ impl Generator {
     /// what its Rust type does not: schemars' validation (`range`, `length`, `regex`), kube's
     /// `x_kube` rules and merge strategies, and `extend` for any other keyword. `None` when the
     /// items or values of a list or map say more than schemars can put there.
-    fn attributes(&mut self, schema: &Value, place: Place, path: &str) -> Option<Vec<String>> {
+    fn attributes(&mut self, schema: &Value, place: Place) -> Option<Vec<String>> {
         let shape = Shape::of(schema);
         if place == Place::Field && shape == Shape::Struct {
             // The struct carries it.
