@@ -32,7 +32,8 @@ pub fn create_api(
 /// Rebuilds a project from its PROJECT file alone into the empty directory `output`: `init`, then
 /// `create api` for each resource, in the order PROJECT lists them, then `create webhook` for each
 /// resource with webhooks (a conversion needs every version of its kind). `input` is the project's
-/// directory: external kinds are generated again from the CRD copies in it that PROJECT names.
+/// directory: external kinds are generated again from the CRD copies in it that PROJECT names, and own
+/// kinds with a CRD controller-gen wrote in it get their types from that CRD ([`migrate`]).
 pub fn generate(project: &Project, input: &Path, output: &Path) -> Result<()> {
     let _replay = rust::Replay::start();
     let rust_plugin = project.plugins.get(project::RUST_PLUGIN);
