@@ -27,6 +27,51 @@ pub struct Resource<'a> {
 
 /// The Rust items (imports, then types) for `schema`, the `openAPIV3Schema` of one version of a CRD.
 pub fn generate(resource: &Resource<'_>, schema: &Value) -> Result<String> {
+    Ok(generate_types(resource, None, schema)?.rust)
+}
+
+/// What a project's own kind adds to [`Resource`]. Its CRD is written from the Rust types (`make
+/// manifests`), so they carry all the schema says: validation as schemars and `x_kube` attributes, the
+/// rest of the CRD as `#[kube(...)]` arguments.
+#[derive(Debug, Clone, Default)]
+pub struct Owned {
+    /// `#[kube(...)]` arguments after group, version, kind, plural, namespaced and status, e.g.
+    /// `shortname = "cj"`.
+    pub kube_args: Vec<String>,
+    /// The file next to the Rust file that holds the schemas kept as they are ([`OwnedTypes::kept`]),
+    /// e.g. `cronjob.schemas.json`.
+    pub kept_file: String,
+}
+
+/// The Rust types of an own kind.
+#[derive(Debug, Clone)]
+pub struct OwnedTypes {
+    /// The Rust items, unformatted.
+    pub rust: String,
+    /// The schemas of the fields whose Rust type cannot say all of it (a Kubernetes type from
+    /// k8s-openapi, whose schema lacks controller-gen's list types and validation; a list of scalars
+    /// with a constraint per item schemars cannot put there), by path, e.g. `spec.jobTemplate`. Empty
+    /// when there are none.
+    pub kept: BTreeMap<String, Value>,
+    /// What of the schema the types cannot express, one line each: keywords of the root schema other
+    /// than its description and rules.
+    pub gaps: Vec<String>,
+}
+
+/// The Rust types of an own kind from `schema`, its `openAPIV3Schema` at one version.
+pub fn generate_owned(
+    resource: &Resource<'_>,
+    owned: &Owned,
+    schema: &Value,
+) -> Result<OwnedTypes> {
+    generate_types(resource, Some(owned), schema)
+}
+
+fn generate_types(
+    resource: &Resource<'_>,
+    owned: Option<&Owned>,
+    schema: &Value,
+) -> Result<OwnedTypes> {
     let properties = schema.get("properties").and_then(Value::as_object);
     let Some(spec) = properties.and_then(|p| p.get("spec")) else {
         bail!(
@@ -37,31 +82,48 @@ pub fn generate(resource: &Resource<'_>, schema: &Value) -> Result<String> {
     let status = properties.and_then(|p| p.get("status"));
     let mut generator = Generator {
         kind: resource.kind.to_string(),
+        owned: owned.cloned(),
         ..Generator::default()
     };
     let spec_name = format!("{}Spec", resource.kind);
     let status_name = format!("{}Status", resource.kind);
     generator.names.insert(spec_name.clone());
     generator.names.insert(status_name.clone());
+    let mut root_args = Vec::new();
+    if owned.is_some() {
+        root_args = generator.root_args(schema);
+    }
     let root = Root::Spec {
         resource,
         status: status.is_some().then_some(status_name.as_str()),
+        root_args,
     };
     // Each type is followed by the types it holds, depth first.
     let mut items = vec![generator.object(&spec_name, spec, Some(root), "spec")?];
     if let Some(status) = status {
         items.push(generator.object(&status_name, status, Some(Root::Status), "status")?);
     }
-    let mut imports = vec![
-        "use kube::CustomResource;",
-        "use serde::{Deserialize, Serialize};",
-    ];
+    let mut imports = vec!["use serde::{Deserialize, Serialize};"];
+    if owned.is_some() {
+        imports.push("use kube::{CustomResource, KubeSchema};");
+        if generator.uses_enum {
+            imports.push("use schemars::JsonSchema;");
+        }
+    } else {
+        imports.push("use kube::CustomResource;");
+    }
     if generator.uses_map {
         imports.push("use std::collections::BTreeMap;");
     }
     if generator.uses_int_or_string {
         imports.push("use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;");
     }
+    let k8s: BTreeSet<&str> = generator.uses_k8s.iter().map(String::as_str).collect();
+    let k8s_imports: Vec<String> = k8s
+        .iter()
+        .map(|path| format!("use k8s_openapi::{path};"))
+        .collect();
+    imports.extend(k8s_imports.iter().map(String::as_str));
     imports.sort_unstable();
     let mut out = imports.join("\n");
     out.push('\n');
@@ -69,7 +131,27 @@ pub fn generate(resource: &Resource<'_>, schema: &Value) -> Result<String> {
         out.push('\n');
         out.push_str(&item);
     }
-    Ok(out)
+    if let Some(owned) = owned
+        && !generator.kept.is_empty()
+    {
+        for function in &generator.kept_fns {
+            out.push('\n');
+            out.push_str(function);
+        }
+        let _ = write!(
+            out,
+            "\n/// The schema at `path` in `{file}`, as the CRD the project came from had it.\n\
+             fn kept_schema(path: &str) -> schemars::Schema {{\n\
+             let kept: serde_json::Value = serde_json::from_str(include_str!({file:?})).expect(\"{file} is JSON\");\n\
+             serde_json::from_value(kept[path].clone()).expect(\"{file} holds JSON schemas\")\n}}\n",
+            file = owned.kept_file
+        );
+    }
+    Ok(OwnedTypes {
+        rust: out,
+        kept: generator.kept,
+        gaps: generator.gaps,
+    })
 }
 
 /// Which top-level type an object is.
@@ -78,6 +160,8 @@ enum Root<'a, 'b> {
     Spec {
         resource: &'a Resource<'b>,
         status: Option<&'a str>,
+        /// More `#[kube(...)]` arguments, for an own kind (the root schema's description and rules).
+        root_args: Vec<String>,
     },
     Status,
 }
@@ -94,6 +178,17 @@ struct Generator {
     defaultable: BTreeMap<String, bool>,
     uses_map: bool,
     uses_int_or_string: bool,
+    /// For an own kind: the CRD comes from these types.
+    owned: Option<Owned>,
+    /// Whether an enum derives `JsonSchema` (own kinds).
+    uses_enum: bool,
+    /// k8s-openapi types used, by path below `k8s_openapi::`.
+    uses_k8s: BTreeSet<String>,
+    /// Schemas kept as they are, by path, and the `schema_with` functions that return them.
+    kept: BTreeMap<String, Value>,
+    kept_fns: Vec<String>,
+    /// What the types cannot express.
+    gaps: Vec<String>,
 }
 
 impl Generator {
@@ -118,6 +213,7 @@ impl Generator {
         root: Option<Root<'_, '_>>,
         path: &str,
     ) -> Result<String> {
+        let owned = self.owned.is_some();
         let properties = schema
             .get("properties")
             .and_then(Value::as_object)
@@ -138,9 +234,17 @@ impl Generator {
             let optional = !required.contains(json_name.as_str())
                 || field.get("nullable").and_then(Value::as_bool) == Some(true);
             let nested = format!("{name}{}", type_word(json_name));
-            let (ty, ty_default) =
-                self.field_type(&nested, field, &format!("{path}.{json_name}"))?;
+            let field_path = format!("{path}.{json_name}");
+            let (ty, ty_default, attributes) = if owned {
+                self.owned_field(&nested, field, &field_path)?
+            } else {
+                let (ty, ty_default) = self.field_type(&nested, field, &field_path)?;
+                (ty, ty_default, Vec::new())
+            };
             defaultable &= optional || ty_default;
+            if !fields.is_empty() && owned {
+                fields.push('\n');
+            }
             doc(&mut fields, field.get("description"));
             let bare = ident.strip_prefix("r#").unwrap_or(&ident);
             let mut serde = Vec::new();
@@ -154,6 +258,9 @@ impl Generator {
             if !serde.is_empty() {
                 let _ = writeln!(fields, "#[serde({})]", serde.join(", "));
             }
+            for attribute in attributes {
+                let _ = writeln!(fields, "{attribute}");
+            }
             let ty = if optional {
                 format!("Option<{ty}>")
             } else {
@@ -165,14 +272,21 @@ impl Generator {
         self.defaultable.insert(name.to_string(), defaultable);
 
         let mut out = String::new();
-        // A nested type says where it is; what it means is on the field that holds it.
+        // A nested type says where it is; what it means is on the field that holds it. For an own
+        // kind that is a plain comment: a doc comment would become the schema's description.
         match root {
             Some(_) => doc(&mut out, schema.get("description")),
+            None if owned => {
+                let _ = writeln!(out, "// `{path}` of a {}.", self.kind);
+            }
             None => self.location(&mut out, path),
         }
         let mut derives = vec![];
         if matches!(root, Some(Root::Spec { .. })) {
             derives.push("CustomResource");
+        }
+        if owned {
+            derives.push("KubeSchema");
         }
         derives.extend(["Clone", "Debug"]);
         if defaultable {
@@ -180,24 +294,45 @@ impl Generator {
         }
         derives.extend(["PartialEq", "Serialize", "Deserialize"]);
         let _ = writeln!(out, "#[derive({})]", derives.join(", "));
-        if let Some(Root::Spec { resource, status }) = &root {
-            let _ = write!(
-                out,
-                "#[kube(group = {}, version = {}, kind = {}, plural = {}",
-                quoted(resource.group),
-                quoted(resource.version),
-                quoted(resource.kind),
-                quoted(resource.plural)
-            );
+        if let Some(Root::Spec {
+            resource,
+            status,
+            root_args,
+        }) = &root
+        {
+            let mut args = vec![
+                format!("group = {}", quoted(resource.group)),
+                format!("version = {}", quoted(resource.version)),
+                format!("kind = {}", quoted(resource.kind)),
+                format!("plural = {}", quoted(resource.plural)),
+            ];
             if resource.namespaced {
-                out.push_str(", namespaced");
+                args.push("namespaced".into());
             }
             if let Some(status) = status {
-                let _ = write!(out, ", status = {}", quoted(status));
+                args.push(format!("status = {}", quoted(status)));
             }
-            out.push_str(")]\n");
-            // The CRD is installed from its YAML; the Rust types describe it, they do not define it.
-            out.push_str("#[kube(schema = \"disabled\")]\n");
+            if let Some(owned) = &self.owned {
+                args.extend(owned.kube_args.iter().cloned());
+                args.extend(root_args.iter().cloned());
+            }
+            if owned {
+                // One argument a line: rustfmt leaves long attributes as they are.
+                let _ = writeln!(out, "#[kube(\n    {}\n)]", args.join(",\n    "));
+            } else {
+                let _ = writeln!(out, "#[kube({})]", args.join(", "));
+            }
+            if !owned {
+                // The CRD is installed from its YAML; the Rust types describe it, they do not define it.
+                out.push_str("#[kube(schema = \"disabled\")]\n");
+            }
+        }
+        if owned {
+            // What the object schema says beyond its properties.
+            let attributes = self.attributes(schema, Place::Struct);
+            for attribute in attributes.unwrap_or_default() {
+                let _ = writeln!(out, "{attribute}");
+            }
         }
         let _ = writeln!(out, "pub struct {name} {{\n{fields}}}");
         // The struct, then the types it holds, in the order of its fields.
@@ -229,6 +364,11 @@ impl Generator {
         match ty {
             Some("string") => match string_enum(schema) {
                 Some(values) => Ok((self.enumeration(name, &values, path), false)),
+                None if self.owned.is_some() && Shape::of(schema) == Shape::Time => {
+                    self.uses_k8s
+                        .insert("apimachinery::pkg::apis::meta::v1::Time".into());
+                    Ok(("Time".into(), false))
+                }
                 None => Ok(("String".into(), true)),
             },
             Some("integer") => {
@@ -237,6 +377,9 @@ impl Generator {
                     _ => "i64",
                 };
                 Ok((int.into(), true))
+            }
+            Some("number") if self.owned.is_some() && Shape::of(schema) == Shape::F32 => {
+                Ok(("f32".into(), true))
             }
             Some("number") => Ok(("f64".into(), true)),
             Some("boolean") => Ok(("bool".into(), true)),
@@ -262,6 +405,8 @@ impl Generator {
                 {
                     Ok(("serde_json::Value".into(), true))
                 }
+                // An own kind's schema stays as it is: the keywords go on the field.
+                _ if self.owned.is_some() => Ok(("serde_json::Value".into(), true)),
                 _ => {
                     // An object the schema says nothing more about: any keys, any values.
                     self.uses_map = true;
@@ -272,6 +417,281 @@ impl Generator {
             None => Ok(("serde_json::Value".into(), true)),
             Some(other) => bail!("unsupported schema type `{other}` (at `{name}`)"),
         }
+    }
+
+    /// The type and attributes of the field holding the property `schema` of an own kind, and
+    /// whether the type has a `Default`. A property whose type cannot carry all its schema keeps the
+    /// schema as it is (`schema_with`).
+    fn owned_field(
+        &mut self,
+        name: &str,
+        schema: &Value,
+        path: &str,
+    ) -> Result<(String, bool, Vec<String>)> {
+        if let Some(ty) = self.known_field_type(schema) {
+            let keep = self.keep(
+                path,
+                schema,
+                &format!("k8s-openapi's schema of `{ty}` lacks its list types and validation"),
+            );
+            return Ok((ty, true, vec![keep]));
+        }
+        let (ty, default) = self.field_type(name, schema, path)?;
+        match self.attributes(schema, Place::Field) {
+            Some(attributes) => Ok((ty, default, attributes)),
+            None => {
+                let keep = self.keep(
+                    path,
+                    schema,
+                    "schemars cannot say all of it about the items",
+                );
+                Ok((ty, default, vec![keep]))
+            }
+        }
+    }
+
+    /// Keeps `schema` as it is for the field at `path`: returns the field's `schema_with` attribute.
+    fn keep(&mut self, path: &str, schema: &Value, why: &str) -> String {
+        let mut function: String = path
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect::<String>()
+            .to_snake_case();
+        function.push_str("_schema");
+        let function = self.name(&function);
+        let mut kept = schema.clone();
+        plain_int_or_string(&mut kept);
+        self.kept.insert(path.to_string(), kept);
+        self.kept_fns.push(format!(
+            "/// The schema of `{path}` as the CRD has it:\n/// {why}.\n\
+             fn {function}(_: &mut schemars::SchemaGenerator) -> schemars::Schema {{\n\
+             kept_schema({path:?})\n}}\n"
+        ));
+        format!("#[schemars(schema_with = {:?})]", function)
+    }
+
+    /// The k8s-openapi type of a property that is recognisably a Kubernetes type, or a list or map of
+    /// one (see [`KNOWN`]).
+    fn known_field_type(&mut self, schema: &Value) -> Option<String> {
+        let (inner, wrap): (&Value, fn(&str) -> String) =
+            match schema.get("type").and_then(Value::as_str) {
+                Some("array") => (schema.get("items")?, |t| format!("Vec<{t}>")),
+                Some("object") if schema.get("properties").is_none() => {
+                    (schema.get("additionalProperties")?, |t| {
+                        format!("BTreeMap<String, {t}>")
+                    })
+                }
+                _ => (schema, |t| t.to_string()),
+            };
+        let known = KNOWN.iter().find(|k| (k.matches)(inner))?;
+        let name = known.path.rsplit("::").next().expect("a path");
+        self.uses_k8s.insert(known.path.to_string());
+        let ty = wrap(name);
+        self.uses_map |= ty.starts_with("BTreeMap");
+        Some(ty)
+    }
+
+    /// The `#[kube(...)]` arguments of the root schema: its description and rules.
+    fn root_args(&mut self, schema: &Value) -> Vec<String> {
+        let mut args = Vec::new();
+        let object = schema.as_object().cloned().unwrap_or_default();
+        for (key, value) in &object {
+            match key.as_str() {
+                "type" | "properties" => {}
+                "description" => {
+                    if let Some(text) = value.as_str() {
+                        args.push(format!("doc = {}", quoted(text)));
+                    }
+                }
+                "x-kubernetes-validations" => {
+                    for rule in value.as_array().into_iter().flatten() {
+                        args.push(format!("validation = {}", cel_rule(rule)));
+                    }
+                }
+                "required" if value == &serde_json::json!(["spec"]) => {}
+                other => self.gaps.push(format!("the root schema's `{other}`")),
+            }
+        }
+        args
+    }
+
+    /// The attributes that give the schema of a field (`Place::Field`) or struct (`Place::Struct`)
+    /// what its Rust type does not: schemars' validation (`range`, `length`, `regex`), kube's
+    /// `x_kube` rules and merge strategies, and `extend` for any other keyword. `None` when the
+    /// items or values of a list or map say more than schemars can put there.
+    fn attributes(&mut self, schema: &Value, place: Place) -> Option<Vec<String>> {
+        let shape = Shape::of(schema);
+        if place == Place::Field && shape == Shape::Struct {
+            // The struct carries it.
+            return Some(Vec::new());
+        }
+        let object = schema.as_object().cloned().unwrap_or_default();
+        let mut parts: Vec<String> = Vec::new();
+        let mut extend: Vec<String> = Vec::new();
+        let mut x_kube: Vec<String> = Vec::new();
+        let mut range: Vec<String> = Vec::new();
+        let mut length: Vec<String> = Vec::new();
+        let native = shape.native();
+        for (key, value) in &object {
+            let key = key.as_str();
+            match key {
+                "description" => {}
+                _ if native.contains(&key) => {}
+                "format" if Some(value.as_str().unwrap_or_default()) == shape.format() => {}
+                "items" if shape == Shape::Array => {
+                    parts.extend(self.inner(value)?);
+                }
+                "additionalProperties" if shape == Shape::Map => {
+                    if !self.plain_member(value) {
+                        return None;
+                    }
+                }
+                // schemars' validation attributes act on the schema types they are for.
+                "minimum" if shape.is_number() => range.push(format!("min = {value}")),
+                "maximum" if shape.is_number() => range.push(format!("max = {value}")),
+                "minLength" if shape == Shape::Str => length.push(format!("min = {value}")),
+                "maxLength" if shape == Shape::Str => length.push(format!("max = {value}")),
+                "minItems" if shape == Shape::Array => length.push(format!("min = {value}")),
+                "maxItems" if shape == Shape::Array => length.push(format!("max = {value}")),
+                "pattern" if value.is_string() && shape == Shape::Str => {
+                    parts.push(format!("regex(pattern = {})", quoted(value.as_str()?)));
+                }
+                "x-kubernetes-validations" => {
+                    for rule in value.as_array().into_iter().flatten() {
+                        x_kube.push(format!("validation = {}", cel_rule(rule)));
+                    }
+                }
+                "x-kubernetes-list-type" if place == Place::Field => {
+                    let strategy = match value.as_str() {
+                        Some("atomic") => "ListMerge::Atomic".to_string(),
+                        Some("set") => "ListMerge::Set".to_string(),
+                        Some("map") => {
+                            let keys: Vec<String> = object
+                                .get("x-kubernetes-list-map-keys")
+                                .and_then(Value::as_array)
+                                .into_iter()
+                                .flatten()
+                                .filter_map(Value::as_str)
+                                .map(|k| format!("{}.into()", quoted(k)))
+                                .collect();
+                            format!("ListMerge::Map(vec![{}])", keys.join(", "))
+                        }
+                        _ => return None,
+                    };
+                    x_kube.push(format!("merge_strategy = {strategy}"));
+                }
+                "x-kubernetes-list-map-keys"
+                    if place == Place::Field
+                        && object.get("x-kubernetes-list-type") == Some(&Value::from("map")) => {}
+                "x-kubernetes-map-type" if place == Place::Field && shape == Shape::Map => {
+                    let strategy = match value.as_str() {
+                        Some("atomic") => "MapMerge::Atomic",
+                        Some("granular") => "MapMerge::Granular",
+                        _ => return None,
+                    };
+                    x_kube.push(format!("merge_strategy = {strategy}"));
+                }
+                _ => extend.push(format!("{} = {}", quoted(key), json_literal(value))),
+            }
+        }
+        // k8s-openapi's `Time` has a description of its own.
+        if shape == Shape::Time && !object.contains_key("description") {
+            extend.push("\"description\" = null".to_string());
+        }
+        // A format the Rust type implies but the schema does not have (`type: integer` alone).
+        if shape.format().is_some() && !object.contains_key("format") {
+            extend.push("\"format\" = null".to_string());
+        }
+        // `min` before `max`.
+        range.sort_by_key(|p| !p.starts_with("min"));
+        length.sort_by_key(|p| !p.starts_with("min"));
+        if !range.is_empty() {
+            parts.insert(0, format!("range({})", range.join(", ")));
+        }
+        if !length.is_empty() {
+            parts.insert(0, format!("length({})", length.join(", ")));
+        }
+        if !extend.is_empty() {
+            parts.push(format!("extend({})", extend.join(", ")));
+        }
+        let mut attributes = Vec::new();
+        if !parts.is_empty() {
+            attributes.push(format!("#[schemars({})]", parts.join(", ")));
+        }
+        if x_kube.len() > 1 {
+            attributes.push(format!("#[x_kube(\n    {}\n)]", x_kube.join(",\n    ")));
+        } else if !x_kube.is_empty() {
+            attributes.push(format!("#[x_kube({})]", x_kube.join(", ")));
+        }
+        Some(attributes)
+    }
+
+    /// The schemars `inner(...)` part for the items of a list, if they need one; `None` when they
+    /// say more than `inner` can carry.
+    fn inner(&mut self, items: &Value) -> Option<Vec<String>> {
+        let shape = Shape::of(items);
+        if matches!(shape, Shape::Struct) {
+            return Some(Vec::new());
+        }
+        if shape == Shape::Enum {
+            return self.plain_member(items).then(Vec::new);
+        }
+        let mut parts = Vec::new();
+        let mut range = Vec::new();
+        let mut length = Vec::new();
+        let native = shape.native();
+        for (key, value) in items.as_object()? {
+            match key.as_str() {
+                k if native.contains(&k) => {}
+                "format" if Some(value.as_str().unwrap_or_default()) == shape.format() => {}
+                "minimum" if shape.is_number() => range.push(format!("min = {value}")),
+                "maximum" if shape.is_number() => range.push(format!("max = {value}")),
+                "minLength" if shape == Shape::Str => length.push(format!("min = {value}")),
+                "maxLength" if shape == Shape::Str => length.push(format!("max = {value}")),
+                "pattern" if value.is_string() && shape == Shape::Str => {
+                    parts.push(format!("regex(pattern = {})", quoted(value.as_str()?)));
+                }
+                _ => return None,
+            }
+        }
+        if shape.format().is_some() && items.get("format").is_none() {
+            return None;
+        }
+        if matches!(shape, Shape::Array | Shape::Map) && !self.plain_member(items) {
+            return None;
+        }
+        // `min` before `max`.
+        range.sort_by_key(|p| !p.starts_with("min"));
+        length.sort_by_key(|p| !p.starts_with("min"));
+        if !range.is_empty() {
+            parts.insert(0, format!("range({})", range.join(", ")));
+        }
+        if !length.is_empty() {
+            parts.insert(0, format!("length({})", length.join(", ")));
+        }
+        Some(if parts.is_empty() {
+            Vec::new()
+        } else {
+            vec![format!("inner({})", parts.join(", "))]
+        })
+    }
+
+    /// Whether the items or values `schema` say nothing their Rust type does not.
+    fn plain_member(&self, schema: &Value) -> bool {
+        let shape = Shape::of(schema);
+        if shape == Shape::Struct {
+            return true;
+        }
+        let native = shape.native();
+        let plain = schema.as_object().is_some_and(|object| {
+            object.iter().all(|(key, value)| {
+                native.contains(&key.as_str())
+                    || (key == "format" && value.as_str() == shape.format())
+                    || (key == "items" && self.plain_member(value))
+                    || (key == "additionalProperties" && self.plain_member(value))
+            })
+        });
+        plain && (shape.format().is_none() || schema.get("format").is_some())
     }
 
     /// The doc comment of a nested type: where it is in the resource.
@@ -306,8 +726,17 @@ impl Generator {
             idents.push(ident);
         }
         let mut out = String::new();
-        self.location(&mut out, path);
-        out.push_str("#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]\n");
+        if self.owned.is_some() {
+            // A plain comment: a doc comment would become the schema's description.
+            let _ = writeln!(out, "// `{path}` of a {}.", self.kind);
+            out.push_str(
+                "#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]\n",
+            );
+            self.uses_enum = true;
+        } else {
+            self.location(&mut out, path);
+            out.push_str("#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]\n");
+        }
         if trips_enum_variant_names(&name, &idents) {
             out.push_str("// The variants are the values the CRD allows.\n");
             out.push_str("#[allow(clippy::enum_variant_names)]\n");
@@ -315,6 +744,324 @@ impl Generator {
         let _ = writeln!(out, "pub enum {name} {{\n{variants}}}");
         self.items.push(out);
         name
+    }
+}
+
+/// Where attributes go: on a field (its property's schema), or on a struct (the object's schema).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Field,
+    Struct,
+}
+
+/// The Rust type a schema becomes, as far as the schema keywords it implies go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    Struct,
+    Enum,
+    Str,
+    Time,
+    I32,
+    I64,
+    F32,
+    F64,
+    Bool,
+    IntOrString,
+    Array,
+    Map,
+    /// `serde_json::Value`: implies nothing.
+    Any,
+}
+
+impl Shape {
+    fn of(schema: &Value) -> Shape {
+        if schema
+            .get("x-kubernetes-int-or-string")
+            .and_then(Value::as_bool)
+            == Some(true)
+        {
+            return Shape::IntOrString;
+        }
+        let has_properties = schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .is_some_and(|p| !p.is_empty());
+        let format = schema.get("format").and_then(Value::as_str);
+        match schema.get("type").and_then(Value::as_str) {
+            Some("object") | None if has_properties => Shape::Struct,
+            Some("string") if string_enum(schema).is_some() => Shape::Enum,
+            Some("string") if format == Some("date-time") => Shape::Time,
+            Some("string") => Shape::Str,
+            Some("integer") if format == Some("int32") => Shape::I32,
+            Some("integer") => Shape::I64,
+            Some("number") if format == Some("float") => Shape::F32,
+            Some("number") => Shape::F64,
+            Some("boolean") => Shape::Bool,
+            Some("array") => Shape::Array,
+            Some("object")
+                if schema
+                    .get("additionalProperties")
+                    .is_some_and(Value::is_object) =>
+            {
+                Shape::Map
+            }
+            _ => Shape::Any,
+        }
+    }
+
+    /// The keywords the Rust type gives the schema by itself (`nullable` comes with `Option`).
+    fn native(self) -> &'static [&'static str] {
+        match self {
+            Shape::Struct => &["type", "properties", "required", "nullable"],
+            Shape::Enum => &["type", "enum", "nullable"],
+            Shape::IntOrString => &["x-kubernetes-int-or-string", "anyOf", "nullable"],
+            Shape::Any => &["nullable"],
+            _ => &["type", "nullable"],
+        }
+    }
+
+    fn is_number(self) -> bool {
+        matches!(self, Shape::I32 | Shape::I64 | Shape::F32 | Shape::F64)
+    }
+
+    /// The format the Rust type gives the schema.
+    fn format(self) -> Option<&'static str> {
+        match self {
+            Shape::I32 => Some("int32"),
+            Shape::I64 => Some("int64"),
+            Shape::F32 => Some("float"),
+            Shape::F64 => Some("double"),
+            Shape::Time => Some("date-time"),
+            _ => None,
+        }
+    }
+}
+
+/// A Kubernetes type a property can be recognised as: its k8s-openapi path below `k8s_openapi::`.
+struct Known {
+    path: &'static str,
+    matches: fn(&Value) -> bool,
+}
+
+/// The Kubernetes types a CRD's properties become when controller-gen embedded them: recognised by
+/// their property names (those of k8s-openapi's type, so no data is lost), kept with the CRD's schema.
+const KNOWN: &[Known] = &[
+    Known {
+        path: "api::batch::v1::JobTemplateSpec",
+        matches: |s| template_of(s, JOB_SPEC, "template"),
+    },
+    Known {
+        path: "api::core::v1::PodTemplateSpec",
+        matches: |s| template_of(s, POD_SPEC, "containers"),
+    },
+    Known {
+        path: "api::core::v1::Container",
+        matches: |s| {
+            let names = property_names(s);
+            names.contains("name") && names.contains("image") && subset(&names, CONTAINER)
+        },
+    },
+    Known {
+        path: "api::core::v1::ObjectReference",
+        matches: |s| property_names(s) == OBJECT_REFERENCE.iter().copied().collect(),
+    },
+    Known {
+        path: "apimachinery::pkg::apis::meta::v1::Condition",
+        matches: |s| property_names(s) == CONDITION.iter().copied().collect(),
+    },
+    Known {
+        path: "apimachinery::pkg::apis::meta::v1::LabelSelector",
+        matches: |s| property_names(s) == ["matchExpressions", "matchLabels"].into(),
+    },
+    Known {
+        path: "api::core::v1::ResourceRequirements",
+        matches: |s| {
+            let names = property_names(s);
+            names.contains("limits")
+                && names.contains("requests")
+                && subset(&names, &["claims", "limits", "requests"])
+        },
+    },
+];
+
+const JOB_SPEC: &[&str] = &[
+    "activeDeadlineSeconds",
+    "backoffLimit",
+    "backoffLimitPerIndex",
+    "completionMode",
+    "completions",
+    "managedBy",
+    "manualSelector",
+    "maxFailedIndexes",
+    "parallelism",
+    "podFailurePolicy",
+    "podReplacementPolicy",
+    "selector",
+    "successPolicy",
+    "suspend",
+    "template",
+    "ttlSecondsAfterFinished",
+];
+const POD_SPEC: &[&str] = &[
+    "activeDeadlineSeconds",
+    "affinity",
+    "automountServiceAccountToken",
+    "containers",
+    "dnsConfig",
+    "dnsPolicy",
+    "enableServiceLinks",
+    "ephemeralContainers",
+    "hostAliases",
+    "hostIPC",
+    "hostNetwork",
+    "hostPID",
+    "hostUsers",
+    "hostname",
+    "hostnameOverride",
+    "imagePullSecrets",
+    "initContainers",
+    "nodeName",
+    "nodeSelector",
+    "os",
+    "overhead",
+    "preemptionPolicy",
+    "priority",
+    "priorityClassName",
+    "readinessGates",
+    "resourceClaims",
+    "resources",
+    "restartPolicy",
+    "runtimeClassName",
+    "schedulerName",
+    "schedulingGates",
+    "schedulingGroup",
+    "securityContext",
+    "serviceAccount",
+    "serviceAccountName",
+    "setHostnameAsFQDN",
+    "shareProcessNamespace",
+    "subdomain",
+    "terminationGracePeriodSeconds",
+    "tolerations",
+    "topologySpreadConstraints",
+    "volumes",
+];
+const CONTAINER: &[&str] = &[
+    "args",
+    "command",
+    "env",
+    "envFrom",
+    "image",
+    "imagePullPolicy",
+    "lifecycle",
+    "livenessProbe",
+    "name",
+    "ports",
+    "readinessProbe",
+    "resizePolicy",
+    "resources",
+    "restartPolicy",
+    "restartPolicyRules",
+    "securityContext",
+    "startupProbe",
+    "stdin",
+    "stdinOnce",
+    "terminationMessagePath",
+    "terminationMessagePolicy",
+    "tty",
+    "volumeDevices",
+    "volumeMounts",
+    "workingDir",
+];
+const OBJECT_REFERENCE: &[&str] = &[
+    "apiVersion",
+    "fieldPath",
+    "kind",
+    "name",
+    "namespace",
+    "resourceVersion",
+    "uid",
+];
+const CONDITION: &[&str] = &[
+    "lastTransitionTime",
+    "message",
+    "observedGeneration",
+    "reason",
+    "status",
+    "type",
+];
+
+fn property_names(schema: &Value) -> BTreeSet<&str> {
+    schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| p.keys().map(String::as_str).collect())
+        .unwrap_or_default()
+}
+
+fn subset(names: &BTreeSet<&str>, of: &[&str]) -> bool {
+    names.iter().all(|n| of.contains(n))
+}
+
+/// Whether `schema` is a `{metadata, spec}` template whose spec has `must` and only names of `spec`.
+fn template_of(schema: &Value, spec: &[&str], must: &str) -> bool {
+    let names = property_names(schema);
+    let Some(inner) = schema.get("properties").and_then(|p| p.get("spec")) else {
+        return false;
+    };
+    let inner_names = property_names(inner);
+    subset(&names, &["metadata", "spec"])
+        && inner_names.contains(must)
+        && subset(&inner_names, spec)
+}
+
+/// A CEL rule of `x-kubernetes-validations` as kube's `Rule` builder.
+fn cel_rule(rule: &Value) -> String {
+    let text = rule.get("rule").and_then(Value::as_str).unwrap_or_default();
+    let mut out = format!("Rule::new({})", quoted(text));
+    if let Some(message) = rule.get("message").and_then(Value::as_str) {
+        let _ = write!(out, ".message({})", quoted(message));
+    }
+    if let Some(expression) = rule.get("messageExpression").and_then(Value::as_str) {
+        let _ = write!(
+            out,
+            ".message(Message::Expression({}.into()))",
+            quoted(expression)
+        );
+    }
+    if let Some(reason) = rule.get("reason").and_then(Value::as_str) {
+        let _ = write!(out, ".reason(Reason::{reason})");
+    }
+    if let Some(path) = rule.get("fieldPath").and_then(Value::as_str) {
+        let _ = write!(out, ".field_path({})", quoted(path));
+    }
+    if let Some(optional) = rule.get("optionalOldSelf").and_then(Value::as_bool) {
+        let _ = write!(out, ".optional_old_self({optional})");
+    }
+    out
+}
+
+/// A JSON value as schemars' `extend` takes it.
+fn json_literal(value: &Value) -> String {
+    serde_json::to_string(value).expect("JSON serializes")
+}
+
+/// Drops the `anyOf: [{type: integer}, {type: string}]` that goes with `x-kubernetes-int-or-string`
+/// everywhere in `schema`: the flag says the same, and kube's schema rewriting would empty the
+/// `anyOf`'s members.
+fn plain_int_or_string(schema: &mut Value) {
+    match schema {
+        Value::Object(object) => {
+            if object.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true))
+                && object.get("anyOf")
+                    == Some(&serde_json::json!([{ "type": "integer" }, { "type": "string" }]))
+            {
+                object.remove("anyOf");
+            }
+            object.values_mut().for_each(plain_int_or_string);
+        }
+        Value::Array(items) => items.iter_mut().for_each(plain_int_or_string),
+        _ => {}
     }
 }
 
@@ -808,6 +1555,175 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("has no `spec`"), "{err}");
+    }
+
+    /// The generated text of an own kind, formatted, and the schemas it keeps.
+    fn owned(schema: serde_json::Value) -> (String, BTreeMap<String, Value>) {
+        let owned = Owned {
+            kube_args: vec!["shortname = \"wg\"".into()],
+            kept_file: "widget.schemas.json".into(),
+        };
+        let types = generate_owned(&resource(true), &owned, &schema).unwrap();
+        let (outcome, errors) = crate::rustfmt::format(&["widget.rs".into()], &[types.rust], None);
+        let crate::rustfmt::Outcome::Formatted(mut texts) = outcome else {
+            panic!("{}", crate::rustfmt::MISSING);
+        };
+        assert!(
+            errors.is_empty(),
+            "the generated Rust does not parse:\n{errors}"
+        );
+        (texts.remove(0), types.kept)
+    }
+
+    #[test]
+    fn own_kinds_carry_their_validation_as_attributes() {
+        let (out, kept) = owned(spec(
+            json!({
+                "captain": { "type": "string", "minLength": 3, "maxLength": 20, "pattern": "^[a-z]+$" },
+                "crew": { "type": "integer", "format": "int32", "minimum": 1, "maximum": 500, "exclusiveMaximum": true, "default": 10 },
+                "tonnage": { "type": "integer" },
+                "home": { "type": "string", "format": "uri" },
+                "flags": { "type": "array", "items": { "type": "string", "maxLength": 1 }, "minItems": 1, "x-kubernetes-list-type": "set" },
+                "labels": { "type": "object", "additionalProperties": { "type": "string" }, "x-kubernetes-map-type": "atomic" },
+                "ports": {
+                    "type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                    "items": { "type": "object", "required": ["name"], "properties": { "name": { "type": "string" } } }
+                },
+                "size": { "type": "integer", "format": "int32", "x-kubernetes-validations": [{ "rule": "self > 0", "message": "positive" }] },
+                "ledger": { "type": "object", "x-kubernetes-preserve-unknown-fields": true },
+                "sailed": { "type": "string", "format": "date-time" },
+            }),
+            &["captain"],
+        ));
+        assert!(
+            out.contains("#[derive(CustomResource, KubeSchema, Clone, Debug"),
+            "{out}"
+        );
+        assert!(!out.contains("schema = \"disabled\""), "{out}");
+        assert!(out.contains("    shortname = \"wg\"\n"), "{out}");
+        assert!(out.contains("#[schemars(length(min = 3, max = 20), regex(pattern = \"^[a-z]+$\"))]\n    pub captain: String,"), "{out}");
+        assert!(out.contains("#[schemars(range(min = 1, max = 500), extend(\"default\" = 10, \"exclusiveMaximum\" = true))]\n    pub crew: Option<i32>,"), "{out}");
+        // i64 would say `format: int64`; the CRD says none.
+        assert!(
+            out.contains("#[schemars(extend(\"format\" = null))]\n    pub tonnage: Option<i64>,"),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "#[schemars(extend(\"format\" = \"uri\"))]\n    pub home: Option<String>,"
+            ),
+            "{out}"
+        );
+        assert!(out.contains("#[schemars(length(min = 1), inner(length(max = 1)))]\n    #[x_kube(merge_strategy = ListMerge::Set)]\n    pub flags: Option<Vec<String>>,"), "{out}");
+        assert!(out.contains("#[x_kube(merge_strategy = MapMerge::Atomic)]\n    pub labels: Option<BTreeMap<String, String>>,"), "{out}");
+        assert!(out.contains("#[x_kube(merge_strategy = ListMerge::Map(vec![\"name\".into()]))]\n    pub ports: Option<Vec<WidgetSpecPorts>>,"), "{out}");
+        assert!(out.contains("#[x_kube(validation = Rule::new(\"self > 0\").message(\"positive\"))]\n    pub size: Option<i32>,"), "{out}");
+        assert!(out.contains("#[schemars(extend(\"type\" = \"object\", \"x-kubernetes-preserve-unknown-fields\" = true))]\n    pub ledger: Option<serde_json::Value>,"), "{out}");
+        assert!(
+            out.contains("use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;"),
+            "{out}"
+        );
+        assert!(out.contains("pub sailed: Option<Time>,"), "{out}");
+        // Nested types carry a plain comment: a doc comment would become their description.
+        assert!(
+            out.contains("// `spec.ports[]` of a Widget.\n#[derive(KubeSchema,"),
+            "{out}"
+        );
+        assert!(kept.is_empty(), "{kept:?}");
+    }
+
+    #[test]
+    fn enums_structs_and_rules_of_own_kinds() {
+        let mut schema = spec(
+            json!({
+                "engine": {
+                    "type": "object",
+                    "required": ["kind"],
+                    "x-kubernetes-map-type": "atomic",
+                    "x-kubernetes-validations": [{ "rule": "has(self.kind)", "messageExpression": "'no ' + 'kind'", "reason": "FieldValueRequired", "fieldPath": ".kind" }],
+                    "properties": { "kind": { "type": "string", "enum": ["Sail", "Steam"], "default": "Sail" } }
+                },
+            }),
+            &[],
+        );
+        schema["description"] = json!("A widget.");
+        schema["x-kubernetes-validations"] =
+            json!([{ "rule": "self.metadata.name.size() < 9", "optionalOldSelf": true }]);
+        let (out, _) = owned(schema);
+        assert!(out.contains("    doc = \"A widget.\",\n"), "{out}");
+        assert!(out.contains("    validation = Rule::new(\"self.metadata.name.size() < 9\").optional_old_self(true)\n)]"), "{out}");
+        assert!(out.contains("#[schemars(extend(\"x-kubernetes-map-type\" = \"atomic\"))]\n#[x_kube(validation = Rule::new(\"has(self.kind)\").message(Message::Expression(\"'no ' + 'kind'\".into())).reason(Reason::FieldValueRequired).field_path(\".kind\"))]\npub struct WidgetSpecEngine {"), "{out}");
+        assert!(
+            out.contains(
+                "#[schemars(extend(\"default\" = \"Sail\"))]\n    pub kind: WidgetSpecEngineKind,"
+            ),
+            "{out}"
+        );
+        assert!(out.contains("#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]\npub enum WidgetSpecEngineKind {"), "{out}");
+        assert!(out.contains("use schemars::JsonSchema;"), "{out}");
+    }
+
+    #[test]
+    fn what_the_root_schema_says_beyond_kube_is_reported() {
+        let mut schema = spec(json!({}), &[]);
+        schema["required"] = json!(["spec"]);
+        schema["x-kubernetes-preserve-unknown-fields"] = json!(true);
+        let owned = Owned::default();
+        let types = generate_owned(&resource(true), &owned, &schema).unwrap();
+        assert_eq!(
+            types.gaps,
+            ["the root schema's `x-kubernetes-preserve-unknown-fields`"]
+        );
+    }
+
+    #[test]
+    fn kubernetes_types_become_k8s_openapi_types_with_the_crds_schema() {
+        let port = json!({ "anyOf": [{ "type": "integer" }, { "type": "string" }], "x-kubernetes-int-or-string": true });
+        let (out, kept) = owned(spec(
+            json!({
+                "jobTemplate": {
+                    "type": "object",
+                    "properties": {
+                        "metadata": { "type": "object" },
+                        "spec": { "type": "object", "properties": {
+                            "template": { "type": "object", "properties": { "port": port } },
+                            "suspend": { "type": "boolean" }
+                        } }
+                    }
+                },
+                "readings": { "type": "array", "items": { "type": "integer" } },
+            }),
+            &["jobTemplate"],
+        ));
+        assert!(
+            out.contains("use k8s_openapi::api::batch::v1::JobTemplateSpec;"),
+            "{out}"
+        );
+        assert!(out.contains("#[schemars(schema_with = \"spec_job_template_schema\")]\n    pub job_template: JobTemplateSpec,"), "{out}");
+        assert!(out.contains("fn spec_job_template_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {\n    kept_schema(\"spec.jobTemplate\")\n}"), "{out}");
+        assert!(
+            out.contains("include_str!(\"widget.schemas.json\")"),
+            "{out}"
+        );
+        // Items schemars cannot describe (an integer without a format) keep their schema too.
+        assert!(out.contains("#[schemars(schema_with = \"spec_readings_schema\")]\n    pub readings: Option<Vec<i64>>,"), "{out}");
+        assert_eq!(
+            kept.keys().collect::<Vec<_>>(),
+            ["spec.jobTemplate", "spec.readings"]
+        );
+        // The int-or-string flag says what its `anyOf` says; kube would empty the `anyOf`.
+        assert_eq!(
+            kept["spec.jobTemplate"]
+                .pointer("/properties/spec/properties/template/properties/port"),
+            Some(&json!({ "x-kubernetes-int-or-string": true }))
+        );
+        // A look-alike with a field k8s-openapi's type lacks is generated, not recognised.
+        let (out, kept) = owned(spec(
+            json!({ "ref": { "type": "object", "properties": { "matchLabels": { "type": "object", "additionalProperties": { "type": "string" } }, "matchExpressions": { "type": "array", "items": { "type": "string" } }, "extra": { "type": "string" } } } }),
+            &[],
+        ));
+        assert!(out.contains("pub r#ref: Option<WidgetSpecRef>,"), "{out}");
+        assert!(kept.is_empty());
     }
 
     #[test]

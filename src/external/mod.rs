@@ -261,7 +261,7 @@ fn minimal(schema: &Value) -> Value {
     }
 }
 
-fn parse(text: &str) -> Result<Vec<Value>> {
+pub(crate) fn parse(text: &str) -> Result<Vec<Value>> {
     let mut crds = Vec::new();
     let mut others = Vec::new();
     for document in serde_yaml::Deserializer::from_str(text) {

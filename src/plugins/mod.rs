@@ -13,6 +13,7 @@ pub mod autoupdate;
 pub mod deploy_image;
 pub mod grafana;
 pub mod helm;
+pub mod migrate;
 pub mod multigroup;
 pub mod namespaced;
 pub mod rust;
@@ -33,7 +34,8 @@ pub fn create_api(
 /// Rebuilds a project from its PROJECT file alone into the empty directory `output`: `init`, then
 /// `create api` for each resource, in the order PROJECT lists them, then `create webhook` for each
 /// resource with webhooks (a conversion needs every version of its kind). `input` is the project's
-/// directory: external kinds are generated again from the CRD copies in it that PROJECT names.
+/// directory: external kinds are generated again from the CRD copies in it that PROJECT names, and own
+/// kinds with a CRD controller-gen wrote in it get their types from that CRD ([`migrate`]).
 pub fn generate(project: &Project, input: &Path, output: &Path) -> Result<()> {
     let rust_plugin = project.plugins.get(project::RUST_PLUGIN);
     let init_options = rust::InitOptions {
@@ -109,6 +111,8 @@ pub fn generate(project: &Project, input: &Path, output: &Path) -> Result<()> {
         };
         webhook::create_webhook(output, &options)?.apply()?;
     }
+    // The own kinds whose CRDs the input has get their types from them.
+    migrate::apply(project, input, output)?;
     replay_optional_plugins(project, input, output)?;
     keep_server_side_apply(project, output)
 }
