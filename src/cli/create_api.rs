@@ -3,9 +3,9 @@
 use anyhow::Result;
 use clap::ArgAction;
 
-use crate::model::{ControllerName, Domain, Group, Kind, Plural, Version};
+use crate::model::{ControllerName, Group, Kind, Plural, Version};
 use crate::plugins::deploy_image::{self, ImageOptions};
-use crate::plugins::rust::{ApiOptions, ExternalOptions};
+use crate::plugins::rust::ApiOptions;
 use crate::shell;
 
 /// Scaffold a Kubernetes API: the Rust type, its controller, a sample, RBAC roles and kustomize entries.
@@ -49,19 +49,8 @@ pub struct Args {
     /// Overwrite the files of an API that already exists.
     #[arg(long)]
     pub force: bool,
-    /// Another operator's kind: the YAML file of its CRD (with `--resource=false`). Rust types are
-    /// generated from it into `src/external/`, and a copy is kept in `config/crd/external/`.
-    #[arg(long, value_name = "CRD_FILE")]
-    pub external_api_path: Option<std::path::PathBuf>,
-    /// The domain of the external kind's API group (`<group>.<domain>`); by default what follows
-    /// `<group>.` in the CRD's group.
-    #[arg(long, value_name = "DOMAIN", requires = "external_api_path")]
-    pub external_api_domain: Option<Domain>,
-    /// The Go module that holds the external kind (Kubebuilder's flag, e.g.
-    /// `github.com/cert-manager/cert-manager@v1.20.2`): when `--external-api-path` is not a file, its
-    /// CRD is taken from that module in Go's module cache. Recorded in PROJECT.
-    #[arg(long, value_name = "MODULE@VERSION", requires = "external_api_path")]
-    pub external_api_module: Option<String>,
+    #[command(flatten)]
+    pub external: super::ExternalApi,
     /// Extra plugin: `deploy-image/v1-alpha` scaffolds a controller that runs `--image` as a Deployment.
     #[arg(long, value_name = "PLUGIN")]
     pub plugins: Option<String>,
@@ -111,11 +100,7 @@ pub fn run(args: Args) -> Result<()> {
         namespaced: args.namespaced,
         force: args.force,
         controller_name: args.controller_name,
-        external: args.external_api_path.map(|crd| ExternalOptions {
-            crd,
-            domain: args.external_api_domain,
-            module: args.external_api_module,
-        }),
+        external: args.external.options(),
     };
     let plan = crate::plugins::create_api(&args.project.dir, &options, image.as_ref())?;
     shell::written(plan.apply()?);

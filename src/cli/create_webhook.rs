@@ -3,8 +3,7 @@
 
 use anyhow::Result;
 
-use crate::model::{Domain, Group, Kind, Version, WebhookPath};
-use crate::plugins::rust::ExternalOptions;
+use crate::model::{Group, Kind, Version, WebhookPath};
 use crate::plugins::webhook::WebhookOptions;
 use crate::shell;
 
@@ -59,18 +58,8 @@ pub struct Args {
     /// `--programmatic-validation`).
     #[arg(long, value_name = "PATH")]
     pub validation_path: Option<WebhookPath>,
-    /// Another operator's kind not yet in PROJECT: the YAML file of its CRD. Its Rust types are
-    /// generated into `src/external/` first, and a copy is kept in `config/crd/external/`.
-    #[arg(long, value_name = "CRD_FILE")]
-    pub external_api_path: Option<std::path::PathBuf>,
-    /// The domain of the external kind's API group (`<group>.<domain>`); by default what follows
-    /// `<group>.` in the CRD's group.
-    #[arg(long, value_name = "DOMAIN", requires = "external_api_path")]
-    pub external_api_domain: Option<Domain>,
-    /// The Go module that holds the external kind (Kubebuilder's flag): when `--external-api-path` is
-    /// not a file, its CRD is taken from that module in Go's module cache.
-    #[arg(long, value_name = "MODULE@VERSION", requires = "external_api_path")]
-    pub external_api_module: Option<String>,
+    #[command(flatten)]
+    pub external: super::ExternalApi,
     /// Scaffold the webhook again even if it exists (its files are overwritten).
     #[arg(long)]
     pub force: bool,
@@ -89,11 +78,7 @@ pub fn run(args: Args) -> Result<()> {
         spokes: args.spoke,
         defaulting_path: args.defaulting_path,
         validation_path: args.validation_path,
-        external: args.external_api_path.map(|crd| ExternalOptions {
-            crd,
-            domain: args.external_api_domain,
-            module: args.external_api_module,
-        }),
+        external: args.external.options(),
         force: args.force,
     };
     let plan = crate::plugins::webhook::create_webhook(&args.project.dir, &options)?;

@@ -63,6 +63,37 @@ pub enum CreateCommand {
     Webhook(create_webhook::Args),
 }
 
+/// Kubebuilder's flags for another operator's kind, shared by `create api` and `create webhook`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ExternalApi {
+    /// Another operator's kind: the YAML file of its CRD (or, with `--external-api-module`, the Go
+    /// import path of its types). Rust types are generated from the CRD into `src/external/`, and a
+    /// copy of it is kept in `config/crd/external/`.
+    #[arg(long, value_name = "CRD_FILE")]
+    pub external_api_path: Option<PathBuf>,
+    /// The domain of the external kind's API group (`<group>.<domain>`); by default what follows
+    /// `<group>.` in the CRD's group.
+    #[arg(long, value_name = "DOMAIN", requires = "external_api_path")]
+    pub external_api_domain: Option<crate::model::Domain>,
+    /// The Go module that holds the external kind (e.g. `github.com/cert-manager/cert-manager@v1.20.2`):
+    /// when `--external-api-path` is not a file, the CRD is taken from that module in Go's module
+    /// cache. Recorded in PROJECT.
+    #[arg(long, value_name = "MODULE@VERSION", requires = "external_api_path")]
+    pub external_api_module: Option<String>,
+}
+
+impl ExternalApi {
+    /// The options of the plugins, when `--external-api-path` is given.
+    pub fn options(self) -> Option<crate::plugins::rust::ExternalOptions> {
+        self.external_api_path
+            .map(|crd| crate::plugins::rust::ExternalOptions {
+                crd,
+                domain: self.external_api_domain,
+                module: self.external_api_module,
+            })
+    }
+}
+
 /// The `--dir` option shared by commands that work on a project.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ProjectDir {
