@@ -520,6 +520,26 @@ impl Fetched {
         }
         Ok(self.index.as_ref())
     }
+
+    /// What a download came to: `Ok` after `done` on success; `Err(None)` when it was impossible
+    /// (build instead, the reason kept in `unavailable`); `Err(Some(_))` for a failure to report.
+    fn outcome(
+        &mut self,
+        installed: std::result::Result<(), download::Failure>,
+        done: impl FnOnce(),
+    ) -> std::result::Result<(), Option<Error>> {
+        match installed {
+            Ok(()) => {
+                done();
+                Ok(())
+            }
+            Err(download::Failure::Unavailable(reason)) => {
+                self.unavailable = Some(reason);
+                Err(None)
+            }
+            Err(download::Failure::Refused(e)) => Err(Some(e)),
+        }
+    }
 }
 
 /// The newest cached release of `minor` (`1.36`) holding `components`.
@@ -593,24 +613,17 @@ fn download(
     let Some(index) = fetched.get(options).map_err(Some)? else {
         return Err(None);
     };
-    match download::install(version, index, k8s, target, options, status) {
-        Ok(()) => {
-            status(
-                "Downloaded",
-                &format!(
-                    "Kubernetes {version} control plane in {:.1?} → {}",
-                    started.elapsed(),
-                    target.display()
-                ),
-            );
-            Ok(())
-        }
-        Err(download::Failure::Unavailable(reason)) => {
-            fetched.unavailable = Some(reason);
-            Err(None)
-        }
-        Err(download::Failure::Refused(e)) => Err(Some(e)),
-    }
+    let installed = download::install(version, index, k8s, target, options, status);
+    fetched.outcome(installed, || {
+        status(
+            "Downloaded",
+            &format!(
+                "Kubernetes {version} control plane in {:.1?} → {}",
+                started.elapsed(),
+                target.display()
+            ),
+        )
+    })
 }
 
 /// Downloads kube-controller-manager and kube-scheduler into `target`. `Err(None)`: impossible, build
@@ -626,24 +639,18 @@ fn download_release_binaries(
     status: &dyn Fn(&str, &str),
 ) -> Result<(), Option<Error>> {
     let started = Instant::now();
-    match download::install_release_binaries(version, names, k8s, target, options, status) {
-        Ok(()) => {
-            status(
-                "Downloaded",
-                &format!(
-                    "{} {version} in {:.1?}",
-                    names.join(", "),
-                    started.elapsed()
-                ),
-            );
-            Ok(())
-        }
-        Err(download::Failure::Unavailable(reason)) => {
-            fetched.unavailable = Some(reason);
-            Err(None)
-        }
-        Err(download::Failure::Refused(e)) => Err(Some(e)),
-    }
+    let installed =
+        download::install_release_binaries(version, names, k8s, target, options, status);
+    fetched.outcome(installed, || {
+        status(
+            "Downloaded",
+            &format!(
+                "{} {version} in {:.1?}",
+                names.join(", "),
+                started.elapsed()
+            ),
+        )
+    })
 }
 
 #[cfg(not(feature = "download"))]
