@@ -84,7 +84,7 @@ async fn main() -> Result<(), rustbuilder_runtime::manager::Error> {
 /// Runs the echo controller until shutdown.
 async fn run(manager: Manager, delay: Duration) {
     // The copies this manager made, cached; a change to one reconciles its source.
-    let copies = manager.owned::<ConfigMap>();
+    let copies = manager.owned::<ConfigMap>().with_other_names();
     let ctx = Arc::new(Context {
         client: manager.client(),
         events: manager.events(),
@@ -94,7 +94,7 @@ async fn run(manager: Manager, delay: Duration) {
     manager
         .controller(Api::<ConfigMap>::all(manager.client()), "echo")
         .watcher_config(watcher::Config::default().labels(SOURCE_LABEL))
-        .owns(copies)
+        .owns(&copies)
         .concurrency(4)
         .run(reconcile, ctx)
         .await;
@@ -110,7 +110,7 @@ async fn reconcile(source: Arc<ConfigMap>, ctx: Arc<Context>) -> Result<Action, 
     let namespace = source.namespace().unwrap_or_default();
     let name = format!("{}-echo", source.name_any());
 
-    let current = ctx.copies.get(&namespace, &name).await?;
+    let current = ctx.copies.find(&namespace, &name).await?;
     if let Some(current) = &current
         && !owned::controlled_by(&**current, &*source)
     {

@@ -27,19 +27,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
+use futures::future::ready;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::reflector::Store;
+use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tracing::{debug, info, warn};
 
 use crate::backoff::ErrorBackoff;
+use crate::cache::{Cache, Change};
 use crate::events::EventType;
 use crate::manager::Manager;
 use crate::metrics::{QueueKey, WorkQueue};
-use crate::owned::Owned;
 
 /// How often readiness looks whether a controller's cache has synced.
 const SYNC_POLL: Duration = Duration::from_millis(200);
@@ -49,19 +50,37 @@ pub const DEFAULT_CONCURRENCY: u16 = 1;
 
 type Customization<K> = Box<dyn FnOnce(Controller<K>) -> Controller<K> + Send>;
 
+type ErrorPolicy<K> = Arc<dyn Fn(&K, &(dyn std::error::Error + 'static)) -> OnError + Send + Sync>;
+
+/// What a controller does after a reconcile fails; chosen per error by [`Builder::on_error`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OnError {
+    /// Retry with the controller's per-object exponential backoff (1 s doubling to 5 min): for
+    /// errors that pass, such as a conflict or an API server that is briefly away. The default.
+    Retry,
+    /// Retry after this long, e.g. once a quota is expected to have room again.
+    RetryAfter(Duration),
+    /// Do not retry: the error lasts until the object changes (an invalid spec, say), and a change
+    /// reconciles it again anyway.
+    GiveUp,
+}
+
 /// Builds and runs one controller of a [`Manager`]; made by [`Manager::controller`].
 ///
-/// The controller reconciles every object of `K` the `Api` lists, and the owners of the objects of
-/// each [`Owned`] cache given to [`Builder::owns`]. Built in:
+/// The controller reconciles every object of `K` the `Api` lists (read from the manager's shared
+/// [`Cache`] of them), and the owners of the objects of each cache given to [`Builder::owns`]. Built in:
 ///
 /// - per-object exponential backoff after errors (1 s doubling to 5 min, reset by a success), so the
-///   reconcile function needs no error policy;
+///   reconcile function needs no error policy (or choose per error with [`Builder::on_error`]);
+/// - a `ReconcileFailed` Warning event on the object for each failure (repeats counted by the
+///   event recorder), unless [`Builder::failure_events`] turns them off;
 /// - reconcile and work-queue metrics named like controller-runtime's
 ///   (`controller_runtime_reconcile_total`, `workqueue_depth`, ...; see [`crate::metrics`]);
 /// - readiness: the manager reports ready once this controller's cache has synced;
 /// - graceful shutdown: on [`Manager::shutdown`] it takes no new work and returns once the reconciles
 ///   in flight are done;
-/// - a log line per reconcile: `reconciled` (info) or `reconcile failed` (warning), with the
+/// - a log line per reconcile: `reconciled` (debug) or `reconcile failed` (warning), with the
 ///   fields `controller` and `object`.
 pub struct Builder<K>
 where
@@ -75,6 +94,8 @@ where
     concurrency: u16,
     customizations: Vec<Customization<K>>,
     queue: WorkQueue,
+    on_error: Option<ErrorPolicy<K>>,
+    failure_events: bool,
 }
 
 impl<K> Builder<K>
@@ -90,29 +111,32 @@ where
             watcher_config: watcher::Config::default(),
             concurrency: DEFAULT_CONCURRENCY,
             customizations: Vec::new(),
+            on_error: None,
+            failure_events: true,
         }
     }
 
-    /// Reconciles the owner (the controller reference) of each object in `owned` when it changes or
-    /// goes away.
-    pub fn owns<O>(mut self, owned: Owned<O>) -> Self
+    /// Reconciles the owner (the controller reference) of each object in `children` when it changes
+    /// or goes away: usually [`Manager::owned`], the objects this manager creates.
+    pub fn owns<O>(mut self, children: &Cache<O>) -> Self
     where
-        O: Resource<DynamicType = ()> + DeserializeOwned + Send + 'static,
+        O: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
     {
         // The owners kube's controller reconciles for a change: each owner reference of kind `K`.
         let queue = self.queue.clone();
-        let changes = owned
-            .subscribe()
+        let changes = children
+            .changes()
+            .map(Change::into_object)
             .inspect(move |child| {
-                let namespace = child.metadata.namespace.as_deref();
-                let owners = child.metadata.owner_references.iter().flatten();
+                let namespace = child.meta().namespace.as_deref();
+                let owners = child.meta().owner_references.iter().flatten();
                 owners
                     .filter(|o| o.kind == K::kind(&()) && o.api_version == K::api_version(&()))
                     .for_each(|owner| queue.add(QueueKey::new(namespace, &owner.name)));
-            })
-            .map(Ok);
-        self.customizations
-            .push(Box::new(move |controller| controller.owns_stream(changes)));
+            });
+        self.customizations.push(Box::new(move |controller| {
+            controller.owns_shared_stream(changes)
+        }));
         self
     }
 
@@ -120,6 +144,38 @@ where
     /// once). Default [`DEFAULT_CONCURRENCY`]; 0 means no limit.
     pub fn concurrency(mut self, concurrency: u16) -> Self {
         self.concurrency = concurrency;
+        self
+    }
+
+    /// Chooses what follows a failed reconcile, from the object and the error (the reconcile
+    /// function's own error type: `error.downcast_ref::<Error>()`). Default: [`OnError::Retry`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use k8s_openapi::api::core::v1::ConfigMap;
+    /// # use rustbuilder_runtime::controller::OnError;
+    /// # #[derive(Debug, thiserror::Error)] enum Error { #[error("invalid: {0}")] Invalid(String) }
+    /// # fn f(manager: rustbuilder_runtime::Manager) {
+    /// let controller = manager
+    ///     .controller(manager.api::<ConfigMap>(), "configmap")
+    ///     .on_error(|_object, error| match error.downcast_ref::<Error>() {
+    ///         Some(Error::Invalid(_)) => OnError::GiveUp,
+    ///         None => OnError::Retry,
+    ///     });
+    /// # }
+    /// ```
+    pub fn on_error(
+        mut self,
+        policy: impl Fn(&K, &(dyn std::error::Error + 'static)) -> OnError + Send + Sync + 'static,
+    ) -> Self {
+        self.on_error = Some(Arc::new(policy));
+        self
+    }
+
+    /// Whether a failed reconcile publishes a `ReconcileFailed` Warning event on its object
+    /// (default: yes). The failure is logged either way.
+    pub fn failure_events(mut self, publish: bool) -> Self {
+        self.failure_events = publish;
         self
     }
 
@@ -159,26 +215,22 @@ where
             concurrency,
             customizations,
             queue,
+            on_error,
+            failure_events,
         } = self;
         info!(controller = %name, "starting controller");
         let config = controller::Config::default().concurrency(concurrency);
-        // The watched objects, cached without their managed fields: those are large (a tree of every
-        // field each writer set) and reconcilers do not read them.
-        let (store, writer) = reflector::store();
-        // No backoff here: the controller backs off its triggers itself, as with `Controller::new`.
-        let objects = watcher::watcher(api, watcher_config)
-            .modify(|object| object.managed_fields_mut().clear())
-            .reflect(writer)
-            .applied_objects()
+        // The watched objects come from the manager's shared cache of them, which webhooks and other
+        // controllers may read too.
+        let cache = manager.cache_with(api, watcher_config);
+        let objects = cache
+            .changes()
+            .filter_map(|change| ready(change.applied()))
             .inspect({
                 let queue = queue.clone();
-                move |object| {
-                    if let Ok(object) = object {
-                        queue.add(queue_key(object));
-                    }
-                }
+                move |object| queue.add(queue_key(&**object))
             });
-        let mut controller = Controller::for_stream(objects, store)
+        let mut controller = Controller::for_shared_stream(objects, cache.store())
             .with_config(config)
             .graceful_shutdown_on(manager.shutdown_signal());
         for customize in customizations {
@@ -190,7 +242,7 @@ where
         let backoff = Arc::new(ErrorBackoff::default());
         let reset = backoff.clone();
         let reconcile = Arc::new(reconcile);
-        let events = Arc::new(manager.events());
+        let events = failure_events.then(|| Arc::new(manager.events()));
         let working = queue.clone();
         let checked = move |object: Arc<K>, ctx: Arc<C>| {
             let (reconcile, reset, events) = (reconcile.clone(), reset.clone(), events.clone());
@@ -210,11 +262,13 @@ where
                     // Where people look first (`kubectl describe`): the error, on the object itself.
                     // Repeats of the same event are counted by the recorder, not re-created.
                     Err(error) => {
-                        let note = format!("Reconcile failed: {error}");
-                        let warning = EventType::Warning;
-                        events
-                            .publish(reference, warning, "ReconcileFailed", "Reconcile", &note)
-                            .await;
+                        if let Some(events) = events {
+                            let note = format!("Reconcile failed: {error}");
+                            let warning = EventType::Warning;
+                            events
+                                .publish(reference, warning, "ReconcileFailed", "Reconcile", &note)
+                                .await;
+                        }
                     }
                 }
                 result
@@ -225,7 +279,20 @@ where
         let retries = queue.clone();
         let error_policy = move |object: Arc<K>, error: &E, _ctx: Arc<C>| {
             let key = object_key(&*object);
-            let delay = backoff.next_delay(&key);
+            let chosen = on_error.as_ref().map_or(OnError::Retry, |on_error| {
+                let error: &(dyn std::error::Error + 'static) = error;
+                on_error(&object, error)
+            });
+            let delay = match chosen {
+                OnError::Retry => backoff.next_delay(&key),
+                OnError::RetryAfter(delay) => delay,
+                OnError::GiveUp => {
+                    backoff.reset(&key);
+                    warn!(controller = %controller_name, object = %key, %error,
+                        "reconcile failed; not retried until the object changes");
+                    return Action::await_change();
+                }
+            };
             retries.retry(queue_key(&*object), delay);
             warn!(controller = %controller_name, object = %key, %error, retry_in = ?delay,
                 "reconcile failed");
@@ -237,7 +304,7 @@ where
                 match result {
                     Ok((object, _)) => {
                         let object = display_ref(&object);
-                        info!(controller = %name, %object, "reconciled");
+                        debug!(controller = %name, %object, "reconciled");
                     }
                     // Logged by the error policy, which knows the retry delay.
                     Err(controller::Error::ReconcilerFailed(..)) => {}

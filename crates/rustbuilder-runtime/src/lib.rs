@@ -36,6 +36,7 @@
 
 pub mod apply;
 pub mod backoff;
+pub mod cache;
 pub mod conditions;
 pub mod controller;
 pub mod events;

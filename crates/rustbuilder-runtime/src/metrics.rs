@@ -48,6 +48,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+/// The Prometheus client the metrics are built on, for the operator's own metrics (see
+/// [`Metrics::with_registry`]).
+pub use prometheus_client;
+
 /// Upper bounds of the reconcile-duration buckets, in seconds: 5 ms to 60 s.
 const RECONCILE_TIME_BUCKETS: [f64; 16] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0,
@@ -144,7 +148,28 @@ impl fmt::Debug for Metrics {
 impl Metrics {
     /// A fresh registry with every series of the manager, at zero.
     pub fn new() -> Self {
-        let mut registry = Registry::default();
+        Self::with_registry(Registry::default())
+    }
+
+    /// Every series of the manager, at zero, added to `registry`: the operator's own metrics,
+    /// registered there beforehand (or in a sub-registry with its own prefix), are served on
+    /// `/metrics` beside them.
+    ///
+    /// ```
+    /// use prometheus_client::metrics::counter::Counter;
+    /// use prometheus_client::registry::Registry;
+    /// use rustbuilder_runtime::metrics::Metrics;
+    ///
+    /// let mut registry = Registry::default();
+    /// let backups = Counter::<u64>::default();
+    /// registry
+    ///     .sub_registry_with_prefix("memcached")
+    ///     .register("backups", "Backups taken", backups.clone());
+    /// let metrics = Metrics::with_registry(registry);
+    /// backups.inc();
+    /// assert!(metrics.encode().contains("memcached_backups_total 1"));
+    /// ```
+    pub fn with_registry(mut registry: Registry) -> Self {
         let reconciles = Family::default();
         // Counters get the `_total` suffix when encoded.
         registry.register(

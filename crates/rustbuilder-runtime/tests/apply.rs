@@ -253,7 +253,7 @@ async fn a_label_no_longer_set_is_removed_through_the_cache() {
     apply::apply(&api, None, &desired, MANAGER).await.unwrap();
 
     // The operator no longer sets `tier`: the object as the cache holds it tells that it did.
-    let cached = async || deployments.get("default", "label").await.unwrap();
+    let cached = async || deployments.find("default", "label").await.unwrap();
     let found = eventually(Duration::from_secs(10), async || cached().await.is_some()).await;
     assert!(found, "the cache never held the Deployment");
     let current = cached().await.unwrap();

@@ -10,14 +10,20 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::core::Selector;
 use kube::runtime::controller::Action;
+use kube::runtime::watcher;
 use kube::{CustomResource, CustomResourceExt, Resource, ResourceExt};
 use rustbuilder_envtest::TestEnv;
 use rustbuilder_runtime::apply::{self, Applied};
+use rustbuilder_runtime::cache::Change;
+use rustbuilder_runtime::controller::OnError;
 use rustbuilder_runtime::events::Events;
 use rustbuilder_runtime::owned::{self, MANAGED_BY_LABEL, Owned};
 use rustbuilder_runtime::{Manager, conditions};
@@ -93,7 +99,7 @@ async fn reconcile(widget: Arc<Widget>, ctx: Arc<Context>) -> Result<Action, Err
     }
     let namespace = widget.namespace().unwrap();
     let name = format!("{}-widget", widget.name_any());
-    let current = ctx.configmaps.get(&namespace, &name).await?;
+    let current = ctx.configmaps.find(&namespace, &name).await?;
     if let Some(current) = &current {
         assert!(owned::controlled_by(&**current, &*widget), "not ours");
     }
@@ -136,11 +142,11 @@ async fn reconcile(widget: Arc<Widget>, ctx: Arc<Context>) -> Result<Action, Err
 
 async fn start(env: &TestEnv) -> (Manager, Arc<Context>, tokio::task::JoinHandle<()>) {
     let manager = Manager::new(MANAGER, env.client());
-    let configmaps = manager.owned::<ConfigMap>();
+    let configmaps = manager.owned::<ConfigMap>().with_other_names();
     let ctx = Context::new(&manager, env.client(), &configmaps);
     let controller = manager
         .controller(Api::<Widget>::all(env.client()), "widget")
-        .owns(configmaps)
+        .owns(&configmaps)
         .concurrency(2)
         .run(reconcile, ctx.clone());
     let controllers = manager.controllers();
@@ -190,14 +196,10 @@ async fn applies_only_changes_and_follows_owned_objects() {
     );
     let copy = configmaps.get("w-widget").await.unwrap();
     assert_eq!(copy.data.unwrap()["size"], "3");
-    assert!(
-        ctx.configmaps
-            .cached(Some("default"), "unrelated")
-            .is_none()
-    );
+    assert!(ctx.configmaps.get(Some("default"), "unrelated").is_none());
     let cached = async || {
-        let copy = ctx.configmaps.cached(Some("default"), "w-widget");
-        ctx.configmaps.len() == 1 && copy.is_some_and(|c| c.data.unwrap()["size"] == "3")
+        let copy = ctx.configmaps.get(Some("default"), "w-widget");
+        ctx.configmaps.len() == 1 && copy.is_some_and(|c| c.data.as_ref().unwrap()["size"] == "3")
     };
     assert!(eventually(Duration::from_secs(10), cached).await);
 
@@ -207,12 +209,12 @@ async fn applies_only_changes_and_follows_owned_objects() {
     for _ in 0..5 {
         let free = ctx
             .configmaps
-            .get("default", "nobody-has-this")
+            .find("default", "nobody-has-this")
             .await
             .unwrap();
         assert!(free.is_none());
     }
-    let theirs = ctx.configmaps.get("default", "unrelated").await.unwrap();
+    let theirs = ctx.configmaps.find("default", "unrelated").await.unwrap();
     assert_eq!(theirs.map(|c| c.name_any()).as_deref(), Some("unrelated"));
     assert_eq!(
         requests(&client, "GET", "configmaps").await - gets_before,
@@ -368,6 +370,58 @@ async fn failed_reconciles_back_off_exponentially() {
         .unwrap();
 }
 
+/// An error policy that gives up waits for the object to change instead of retrying, and a
+/// controller may keep failures out of the object's events.
+#[tokio::test]
+async fn a_controller_can_give_up_on_an_error_and_publish_no_event() {
+    let env = TestEnv::builder().crd(Widget::crd()).start().await;
+    let manager = Manager::new(MANAGER, env.client());
+    let configmaps = manager.owned::<ConfigMap>();
+    let ctx = Context::new(&manager, env.client(), &configmaps);
+    let controller = manager
+        .controller(manager.api::<Widget>(), "widget")
+        .on_error(|widget, error| {
+            assert_eq!(widget.name_any(), "doomed");
+            match error.downcast_ref::<Error>() {
+                Some(Error::OnPurpose) => OnError::GiveUp,
+                _ => OnError::Retry,
+            }
+        })
+        .failure_events(false)
+        .run(reconcile, ctx.clone());
+    manager.controllers().add(controller);
+    let running = tokio::spawn(manager.controllers().run());
+    let widgets: Api<Widget> = Api::namespaced(env.client(), "default");
+    widgets
+        .create(&PostParams::default(), &widget("doomed", 1, 100))
+        .await
+        .unwrap();
+    let attempts = || ctx.attempts.lock().unwrap().len();
+    assert!(eventually(Duration::from_secs(30), async || attempts() == 1).await);
+    // With backoff it would have tried again after 1 s and 3 s.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(attempts(), 1, "retried although the policy gave up");
+
+    let patch = serde_json::json!({ "spec": { "size": 2 } });
+    widgets
+        .patch("doomed", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), async || attempts() == 2).await,
+        "a change did not reconcile the object again"
+    );
+    let events: Api<Event> = Api::namespaced(env.client(), "default");
+    let list = events.list(&ListParams::default()).await.unwrap();
+    let failed = list
+        .items
+        .iter()
+        .filter(|event| event.reason.as_deref() == Some("ReconcileFailed"));
+    assert_eq!(failed.count(), 0, "a failure event although turned off");
+    manager.shutdown();
+    running.await.unwrap().unwrap();
+}
+
 /// A manager that watches one namespace (`--watch-namespace`, as `init --namespaced` deploys it) works
 /// with a Role there and nothing else: every list and watch it makes is namespaced. Widgets elsewhere
 /// are left alone.
@@ -422,7 +476,7 @@ async fn a_namespaced_manager_needs_only_a_role_in_its_namespace() {
     controllers.add(
         manager
             .controller(manager.api::<Widget>(), "widget")
-            .owns(configmaps)
+            .owns(&configmaps)
             .run(reconcile, ctx.clone()),
     );
     let running = tokio::spawn(async move { controllers.run().await.unwrap() });
@@ -480,7 +534,7 @@ async fn a_manager_stopped_before_its_caches_sync_stops_at_once() {
     controllers.add(
         manager
             .controller(manager.api::<Widget>(), "widget")
-            .owns(configmaps)
+            .owns(&configmaps)
             .run(reconcile, ctx),
     );
     let running = tokio::spawn(async move { controllers.run().await.unwrap() });
@@ -493,4 +547,122 @@ async fn a_manager_stopped_before_its_caches_sync_stops_at_once() {
         stopped.is_ok(),
         "still running 5 s after shutdown was asked for"
     );
+}
+
+/// The watches kube-apiserver serves now for `resource` (its `apiserver_longrunning_requests` gauge).
+async fn watches(client: &kube::Client, resource: &str) -> u64 {
+    let request = kube::core::Request::new("")
+        .get("metrics", &Default::default())
+        .unwrap();
+    let text = client.request_text(request).await.unwrap();
+    text.lines()
+        .filter_map(|line| line.strip_prefix("apiserver_longrunning_requests{"))
+        .filter_map(|line| line.split_once("} "))
+        .filter(|(labels, _)| {
+            labels.contains(r#"verb="WATCH""#)
+                && labels.contains(&format!(r#"resource="{resource}""#))
+        })
+        .map(|(_, value)| value.trim().parse::<f64>().unwrap() as u64)
+        .sum()
+}
+
+fn secret(name: &str, owner: Option<&ConfigMap>, tier: &str) -> Secret {
+    let labels = [(MANAGED_BY_LABEL, MANAGER), ("tier", tier)];
+    Secret {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("default".into()),
+            labels: Some(labels.map(|(k, v)| (k.to_string(), v.to_string())).into()),
+            owner_references: owner
+                .and_then(|o| o.controller_owner_ref(&()))
+                .map(|o| vec![o]),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+/// However many users ask, a manager keeps one watch and one store per kind and selector. A cache
+/// finds an owner's children through its index and objects by label, and a late reader of its
+/// changes first gets what it holds.
+#[tokio::test]
+async fn caches_are_shared_one_watch_per_kind_and_selector() {
+    let env = TestEnv::builder().start().await;
+    let client = env.client();
+    // The API server's own watches (its token authenticator's, say) come first.
+    let before = watches(&client, "secrets").await;
+    let manager = Manager::new(MANAGER, client.clone());
+    let owned = [manager.owned::<Secret>(), manager.owned::<Secret>()];
+    let ours = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGER}"));
+    let same = manager.cache_with(Api::<Secret>::all(client.clone()), ours);
+    let all = [manager.cache::<Secret>(), manager.cache::<Secret>()];
+    assert!(owned[0].same_as(&owned[1]) && owned[1].same_as(&same));
+    assert!(all[0].same_as(&all[1]) && !all[0].same_as(&same));
+    // A controller of Secrets joins the cache of all of them.
+    manager
+        .controllers()
+        .add(manager.controller(manager.api::<Secret>(), "secret").run(
+            async |_, _: Arc<()>| Ok::<_, kube::Error>(Action::await_change()),
+            Arc::new(()),
+        ));
+    let running = tokio::spawn(manager.controllers().run());
+    let synced = async || all[0].is_synced() && owned[0].is_synced() && manager.ready().is_ok();
+    assert!(
+        eventually(Duration::from_secs(30), synced).await,
+        "{:?}",
+        manager.ready()
+    );
+    let counted = async || watches(&client, "secrets").await == before + 2;
+    assert!(
+        eventually(Duration::from_secs(10), counted).await,
+        "{} watches of secrets besides the API server's {before}, not one per selector",
+        watches(&client, "secrets").await - before
+    );
+
+    let configmaps = Api::<ConfigMap>::namespaced(client.clone(), "default");
+    let pp = PostParams::default();
+    let mut owner = ConfigMap::default();
+    owner.metadata.name = Some("owner".into());
+    let owner = configmaps.create(&pp, &owner).await.unwrap();
+    let secrets = Api::<Secret>::namespaced(client.clone(), "default");
+    for secret in [
+        secret("a", Some(&owner), "front"),
+        secret("b", Some(&owner), "back"),
+        secret("c", None, "front"),
+    ] {
+        secrets.create(&pp, &secret).await.unwrap();
+    }
+    let names = |objects: Vec<Arc<Secret>>| {
+        let mut names: Vec<String> = objects.iter().map(|s| s.name_any()).collect();
+        names.sort();
+        names
+    };
+    let indexed = async || owned[0].len() == 3 && names(owned[0].children_of(&owner)) == ["a", "b"];
+    assert!(eventually(Duration::from_secs(10), indexed).await);
+    let front = Selector::from_iter([("tier", "front")]);
+    assert_eq!(names(owned[1].matching(&front)), ["a", "c"]);
+    assert_eq!(names(owned[1].list_in("default")), ["a", "b", "c"]);
+    assert!(owned[0].list_in("kube-system").is_empty());
+
+    // A reader that comes late first gets every object held, then what happens next.
+    let mut changes = owned[0].changes();
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let change = tokio::time::timeout(Duration::from_secs(5), changes.next()).await;
+        match change.unwrap().unwrap() {
+            Change::Applied(secret) => held.push(secret),
+            Change::Deleted(secret) => panic!("{} deleted", secret.name_any()),
+        }
+    }
+    assert_eq!(names(held), ["a", "b", "c"]);
+    secrets.delete("b", &DeleteParams::default()).await.unwrap();
+    let deleted = tokio::time::timeout(Duration::from_secs(10), changes.next()).await;
+    assert!(
+        matches!(deleted.unwrap().unwrap(), Change::Deleted(s) if s.name_any() == "b"),
+        "the deletion was not streamed"
+    );
+    assert_eq!(names(owned[0].children_of(&owner)), ["a"]);
+
+    manager.shutdown();
+    running.await.unwrap().unwrap();
 }

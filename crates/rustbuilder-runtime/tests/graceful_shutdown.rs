@@ -93,6 +93,52 @@ async fn sigterm_during_reconciles_exits_zero_within_the_grace_period() {
     );
 }
 
+/// A second SIGTERM stops at once: `Controllers::run` returns an error without waiting for the
+/// reconciles in flight, and `main` exits with it (the library never exits the process itself).
+#[tokio::test]
+async fn a_second_sigterm_returns_at_once_with_an_error() {
+    let env = TestEnv::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let probes = free_address();
+    let args = [
+        format!("--health-probe-bind-address={probes}"),
+        "--reconcile-delay-ms=30000".into(),
+    ];
+    let mut manager = ManagerProcess::start("manager", dir.path(), env.kubeconfig(), &args);
+    let ready = async || {
+        matches!(
+            get(probes, &Scheme::Http, "/readyz", None).await,
+            Ok((200, _))
+        )
+    };
+    assert!(
+        eventually(Duration::from_secs(60), ready).await,
+        "never ready"
+    );
+    // Its reconcile starts at once and takes 30 s.
+    create_source(&env.client(), "default", "slow", &[("i", "x")]).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    manager.signal(libc::SIGTERM);
+    manager
+        .wait_for_log("shutting down: finishing in-flight reconciles", GRACE)
+        .await;
+    manager.signal(libc::SIGTERM);
+    let exited = manager.wait_exit(Duration::from_secs(5)).await;
+    assert!(
+        exited.is_some_and(|status| status.code() == Some(1)),
+        "did not exit 1 at once on the second signal ({exited:?}):\n{}",
+        manager.log_text()
+    );
+    assert!(
+        manager
+            .log_text()
+            .contains("interrupted by a second signal"),
+        "{}",
+        manager.log_text()
+    );
+}
+
 /// What the slow test reconciler shares with the test.
 struct Slow {
     started: tokio::sync::mpsc::UnboundedSender<()>,

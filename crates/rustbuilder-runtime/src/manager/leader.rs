@@ -48,6 +48,22 @@ impl Default for Timing {
     }
 }
 
+/// Panics unless `lease_duration > renew_deadline > retry_period > 0`: a leader must give up before
+/// a follower may take over.
+pub(crate) fn check_timing(timing: &Timing) {
+    let Timing {
+        lease_duration,
+        renew_deadline,
+        retry_period,
+    } = *timing;
+    assert!(
+        lease_duration > renew_deadline
+            && renew_deadline > retry_period
+            && retry_period > Duration::ZERO,
+        "leader election needs lease duration > renew deadline > retry period > 0: {timing:?}"
+    );
+}
+
 /// A candidate for the Lease `namespace/name`.
 pub struct LeaderElection {
     leases: Api<Lease>,
@@ -93,17 +109,7 @@ impl LeaderElection {
     /// Unless `lease_duration > renew_deadline > retry_period > 0`: a leader must give up before a
     /// follower may take over.
     pub fn with_timing(mut self, timing: Timing) -> Self {
-        let Timing {
-            lease_duration,
-            renew_deadline,
-            retry_period,
-        } = timing;
-        assert!(
-            lease_duration > renew_deadline
-                && renew_deadline > retry_period
-                && retry_period > Duration::ZERO,
-            "leader election needs lease duration > renew deadline > retry period > 0: {timing:?}"
-        );
+        check_timing(&timing);
         self.timing = timing;
         self
     }

@@ -19,12 +19,14 @@ use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 use kube::api::Api;
+use kube::runtime::watcher;
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::{error, info, warn};
 
+use crate::cache::{Cache, Caches};
 use crate::controller::Builder;
 use crate::events::Events;
 use crate::metrics::Metrics;
@@ -37,11 +39,12 @@ pub mod leader;
 pub mod tls;
 
 use http::BindAddress;
-use leader::LeaderElection;
+use leader::{LeaderElection, Timing};
 
 /// Why the manager could not start, or stopped early. Its `Debug` output is the message, so that a
 /// `main` returning it prints something readable.
 #[derive(thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// An endpoint could not listen on its address.
     #[error("cannot listen on {address}: {source}")]
@@ -75,6 +78,10 @@ pub enum Error {
     /// The leader-election lease was lost (not renewed in time, or taken by another process).
     #[error("leader election lost")]
     LeadershipLost,
+
+    /// A second SIGTERM or Ctrl-C came while shutting down: the reconciles in flight were dropped.
+    #[error("interrupted by a second signal")]
+    Interrupted,
 }
 
 impl fmt::Debug for Error {
@@ -152,6 +159,15 @@ pub struct ManagerArgs {
     #[arg(long, env = "WATCH_NAMESPACE", value_name = "NAMESPACE")]
     pub watch_namespace: Option<String>,
 
+    /// Path to a kubeconfig file [default: in-cluster config, else `$KUBECONFIG`, else
+    /// `~/.kube/config`].
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// The kubeconfig context to use [default: its current context].
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+
     /// Log filter in `RUST_LOG` syntax, e.g. `info` or `my_operator=debug,kube=info`.
     #[arg(long, env = "RUST_LOG", default_value = "info")]
     pub log_level: String,
@@ -185,6 +201,9 @@ struct Inner {
     readiness: Mutex<Readiness>,
     /// `(namespace, lease name)` when leader election is on.
     leader_election: Option<(String, String)>,
+    lease_timing: Timing,
+    /// Set by a second SIGTERM or Ctrl-C: stop now, without waiting for reconciles.
+    interrupted: watch::Sender<bool>,
     webhooks: Webhooks,
     /// Where [`Controllers::run`] serves the webhooks, if any are registered.
     webhook_server: Option<(BindAddress, tls::CertSource)>,
@@ -192,6 +211,8 @@ struct Inner {
     watch_namespace: Option<String>,
     /// The controllers added so far; taken by [`Controllers::run`].
     controllers: Mutex<Registry>,
+    /// The caches started, shared by everyone who asks for the same one.
+    caches: Caches,
 }
 
 /// The manager's controllers: added one by one, then run once, together.
@@ -209,47 +230,33 @@ impl fmt::Debug for Manager {
 }
 
 impl Manager {
-    /// Starts the manager process named `name` (the field manager of its applies, the reporting
-    /// controller of its events, the `app.kubernetes.io/managed-by` value of the objects it creates):
-    /// sets up logging, connects to the API server, serves the health probes and metrics, and handles
-    /// signals (SIGTERM or Ctrl-C requests a graceful shutdown; a second one exits at once).
-    /// `leader_election_id` names the Lease used with `--leader-elect`.
+    /// Starts the manager process named `name` with the default settings: the same as
+    /// `Manager::builder(name).leader_election_id(leader_election_id).start(args)` (see
+    /// [`ManagerBuilder`] for what can be changed).
     pub async fn start(
         name: &str,
         leader_election_id: &str,
         args: ManagerArgs,
     ) -> Result<Manager, Error> {
-        init_logging(&args)?;
-        let metrics = Metrics::new();
-        let client = counted_client(&metrics).await?;
-        let server = client.apiserver_version().await?;
-        info!(version = %server.git_version, "connected to the API server");
+        Manager::builder(name)
+            .leader_election_id(leader_election_id)
+            .start(args)
+            .await
+    }
 
-        let leader_election = args.leader_elect.then(|| {
-            let namespace = args
-                .leader_election_namespace
-                .clone()
-                .unwrap_or_else(pod_namespace);
-            (namespace, leader_election_id.to_string())
-        });
-        let watch_namespace = watch_namespace(args.watch_namespace.as_deref())?;
-        if let Some(namespace) = &watch_namespace {
-            info!(namespace, "watching one namespace");
+    /// Sets up a manager process named `name` (the field manager of its applies, the reporting
+    /// controller of its events, the `app.kubernetes.io/managed-by` value of the objects it
+    /// creates): logging, the API client, metrics and leader election, each with a default that
+    /// [`ManagerBuilder`] lets the operator change, then [`ManagerBuilder::start`].
+    pub fn builder(name: &str) -> ManagerBuilder {
+        ManagerBuilder {
+            name: name.to_string(),
+            leader_election_id: None,
+            logging: Logging::Default,
+            registry: None,
+            client_config: None,
+            lease_timing: Timing::default(),
         }
-        let mut manager =
-            Manager::with_parts(name, client, metrics, leader_election, watch_namespace);
-        Arc::get_mut(&mut manager.inner)
-            .expect("not shared yet")
-            .webhook_server = Some(webhook_server(&args));
-        tokio::spawn(shutdown_on_signal(manager.clone()));
-        http::serve_probes(&args.health_probe_bind_address, manager.clone()).await?;
-        let tls = if args.metrics_secure && !args.metrics_bind_address.is_off() {
-            Some(tls::acceptor(metrics_cert(&args))?)
-        } else {
-            None
-        };
-        http::serve_metrics(&args.metrics_bind_address, manager.clone(), tls).await?;
-        Ok(manager)
     }
 
     /// A bare manager named `name` around `client`, with fresh metrics: no endpoints, no signal
@@ -287,9 +294,12 @@ impl Manager {
                 stopped: stopped.boxed().shared(),
                 readiness: Mutex::new(Readiness::default()),
                 leader_election,
+                lease_timing: Timing::default(),
+                interrupted: watch::channel(false).0,
                 webhook_server: None,
                 watch_namespace,
                 controllers: Mutex::new(Registry::Adding(Vec::new())),
+                caches: Caches::default(),
             }),
         }
     }
@@ -335,15 +345,47 @@ impl Manager {
         Events::new(self.client(), self.name())
     }
 
-    /// Starts a cache of the objects of `K` labelled `app.kubernetes.io/managed-by=<name>` (see
-    /// [`Owned`]); the manager is not ready until it has synced. Must be called within a Tokio
+    /// The cache of every object of `K` the manager watches (see [`Manager::api`]): started at the
+    /// first call, shared by every later one (see [`crate::cache`]). Must be called within a Tokio
     /// runtime.
+    pub fn cache<K>(&self) -> Cache<K>
+    where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + fmt::Debug
+            + DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+        K::Scope: WatchScope,
+    {
+        self.cache_with(self.api::<K>(), watcher::Config::default())
+    }
+
+    /// The cache of the objects `api` lists with `config`'s label and field selectors: one per kind,
+    /// scope and selectors, started at the first call and shared by every later one. The manager is
+    /// not ready until it holds its first list.
+    pub fn cache_with<K>(&self, api: Api<K>, config: watcher::Config) -> Cache<K>
+    where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + fmt::Debug
+            + DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.inner.caches.get_or_start(self, api, config)
+    }
+
+    /// The cache of the objects of `K` labelled `app.kubernetes.io/managed-by=<name>`, the ones this
+    /// manager creates (see [`Owned`]): shared like [`Manager::cache_with`]. Must be called within a
+    /// Tokio runtime.
     pub fn owned<K>(&self) -> Owned<K>
     where
         K: Resource<DynamicType = ()>
             + Clone
             + fmt::Debug
-            + serde::Serialize
             + DeserializeOwned
             + Send
             + Sync
@@ -431,6 +473,159 @@ impl Manager {
             .readiness
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// How a manager process is set up beyond its flags; made by [`Manager::builder`].
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use rustbuilder_runtime::manager::{Manager, ManagerArgs, leader::Timing};
+/// use rustbuilder_runtime::metrics::prometheus_client::registry::Registry;
+///
+/// # async fn run(args: ManagerArgs) -> Result<(), rustbuilder_runtime::manager::Error> {
+/// let mut registry = Registry::default(); // the operator's own metrics, registered here
+/// let manager = Manager::builder("memcached-operator")
+///     .leader_election_id("memcached-operator.example.com")
+///     .metrics_registry(registry)
+///     .lease_timing(Timing {
+///         lease_duration: Duration::from_secs(30),
+///         renew_deadline: Duration::from_secs(20),
+///         retry_period: Duration::from_secs(4),
+///     })
+///     .start(args)
+///     .await?;
+/// manager.controllers().run().await
+/// # }
+/// ```
+#[must_use = "a builder does nothing until `start`"]
+pub struct ManagerBuilder {
+    name: String,
+    leader_election_id: Option<String>,
+    logging: Logging,
+    registry: Option<prometheus_client::registry::Registry>,
+    client_config: Option<kube::Config>,
+    lease_timing: Timing,
+}
+
+/// Who sets the process's tracing subscriber.
+enum Logging {
+    /// The runtime's, from `--log-level` and `--log-format`.
+    Default,
+    /// The operator's, set by the builder.
+    Subscriber(tracing::Dispatch),
+    /// The operator's, set before `start`: nothing to do.
+    External,
+}
+
+impl fmt::Debug for ManagerBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ManagerBuilder")
+            .field("name", &self.name)
+            .field("leader_election_id", &self.leader_election_id)
+            .field("lease_timing", &self.lease_timing)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ManagerBuilder {
+    /// The name of the leader-election Lease used with `--leader-elect`: unique to the operator,
+    /// the same for all its replicas [default: the manager's name].
+    pub fn leader_election_id(mut self, id: &str) -> Self {
+        self.leader_election_id = Some(id.to_string());
+        self
+    }
+
+    /// Logs through `subscriber` (e.g. a `tracing_subscriber::Registry` with an OpenTelemetry
+    /// layer) instead of the runtime's own; `--log-level` and `--log-format` are then up to it.
+    pub fn tracing_subscriber(mut self, subscriber: impl Into<tracing::Dispatch>) -> Self {
+        self.logging = Logging::Subscriber(subscriber.into());
+        self
+    }
+
+    /// Installs no tracing subscriber: the operator has set its own before `start`.
+    pub fn external_tracing(mut self) -> Self {
+        self.logging = Logging::External;
+        self
+    }
+
+    /// Serves the operator's metrics in `registry` on `/metrics` beside the manager's (see
+    /// [`Metrics::with_registry`]).
+    pub fn metrics_registry(mut self, registry: prometheus_client::registry::Registry) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+
+    /// Connects with `config` rather than the one `--kubeconfig` and `--context` (or the
+    /// environment) describe. Its requests are still counted in the `rest_client_*` metrics.
+    pub fn client_config(mut self, config: kube::Config) -> Self {
+        self.client_config = Some(config);
+        self
+    }
+
+    /// The leader-election timing [default: [`Timing::default`], controller-runtime's].
+    ///
+    /// # Panics
+    ///
+    /// Unless `lease_duration > renew_deadline > retry_period > 0`.
+    pub fn lease_timing(mut self, timing: Timing) -> Self {
+        leader::check_timing(&timing);
+        self.lease_timing = timing;
+        self
+    }
+
+    /// Starts the manager process: sets up logging, connects to the API server, serves the health
+    /// probes and metrics, and handles signals (SIGTERM or Ctrl-C requests a graceful shutdown; a
+    /// second one makes [`Controllers::run`] return [`Error::Interrupted`] at once).
+    pub async fn start(self, args: ManagerArgs) -> Result<Manager, Error> {
+        match self.logging {
+            Logging::Default => init_logging(&args)?,
+            Logging::Subscriber(dispatch) => {
+                // A subscriber set before (e.g. by a test) stays.
+                let _ = tracing::dispatcher::set_global_default(dispatch);
+            }
+            Logging::External => {}
+        }
+        let metrics = Metrics::with_registry(self.registry.unwrap_or_default());
+        let config = match self.client_config {
+            Some(config) => config,
+            None => client_config(&args).await?,
+        };
+        let client = counted_client(config, &metrics)?;
+        let server = client.apiserver_version().await?;
+        info!(version = %server.git_version, "connected to the API server");
+
+        let leader_election_id = self.leader_election_id.unwrap_or_else(|| self.name.clone());
+        let leader_election = args.leader_elect.then(|| {
+            let namespace = args
+                .leader_election_namespace
+                .clone()
+                .unwrap_or_else(pod_namespace);
+            (namespace, leader_election_id)
+        });
+        let watch_namespace = watch_namespace(args.watch_namespace.as_deref())?;
+        if let Some(namespace) = &watch_namespace {
+            info!(namespace, "watching one namespace");
+        }
+        let mut manager = Manager::with_parts(
+            &self.name,
+            client,
+            metrics,
+            leader_election,
+            watch_namespace,
+        );
+        let inner = Arc::get_mut(&mut manager.inner).expect("not shared yet");
+        inner.webhook_server = Some(webhook_server(&args));
+        inner.lease_timing = self.lease_timing;
+        tokio::spawn(shutdown_on_signal(manager.clone()));
+        http::serve_probes(&args.health_probe_bind_address, manager.clone()).await?;
+        let tls = if args.metrics_secure && !args.metrics_bind_address.is_off() {
+            Some(tls::acceptor(metrics_cert(&args))?)
+        } else {
+            None
+        };
+        http::serve_metrics(&args.metrics_bind_address, manager.clone(), tls).await?;
+        Ok(manager)
     }
 }
 
@@ -544,7 +739,8 @@ impl Controllers {
         };
         let mut leadership = None;
         if let Some((namespace, lease)) = &manager.inner.leader_election {
-            let election = LeaderElection::new(&manager, namespace, lease);
+            let election = LeaderElection::new(&manager, namespace, lease)
+                .with_timing(manager.inner.lease_timing);
             let Some(acquired) = election.acquire().await else {
                 info!("stopped before becoming leader");
                 return Ok(());
@@ -553,6 +749,13 @@ impl Controllers {
         }
 
         let running = spawn_and_wait(manager.clone(), pending);
+        let mut interrupted = manager.inner.interrupted.subscribe();
+        let running = async move {
+            tokio::select! {
+                stopped = running => stopped,
+                _ = interrupted.wait_for(|interrupted| *interrupted) => Err(Error::Interrupted),
+            }
+        };
         let stopped = match &mut leadership {
             Some(leadership) => tokio::select! {
                 stopped = running => stopped,
@@ -678,12 +881,31 @@ pub fn pod_namespace() -> String {
         .unwrap_or_else(|| "default".into())
 }
 
-/// The API client (in-cluster config, else the current kubeconfig), its requests counted in
-/// `metrics` (`rest_client_*`).
-async fn counted_client(metrics: &Metrics) -> Result<Client, Error> {
-    let config = kube::Config::infer()
-        .await
-        .map_err(kube::Error::InferConfig)?;
+/// The client configuration `--kubeconfig` and `--context` describe; without them, in-cluster
+/// config, else the kubeconfig of `$KUBECONFIG` or `~/.kube/config`, as kubectl finds it.
+async fn client_config(args: &ManagerArgs) -> Result<kube::Config, Error> {
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+    if args.kubeconfig.is_none() && args.context.is_none() {
+        let config = kube::Config::infer().await;
+        return Ok(config.map_err(kube::Error::InferConfig)?);
+    }
+    let options = KubeConfigOptions {
+        context: args.context.clone(),
+        ..KubeConfigOptions::default()
+    };
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig = Kubeconfig::read_from(path)
+                .map_err(|e| Error::Config(format!("--kubeconfig {}: {e}", path.display())))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &options).await
+        }
+        None => kube::Config::from_kubeconfig(&options).await,
+    };
+    config.map_err(|e| Error::Config(format!("kubeconfig: {e}")))
+}
+
+/// The API client of `config`, its requests counted in `metrics` (`rest_client_*`).
+fn counted_client(config: kube::Config, metrics: &Metrics) -> Result<Client, Error> {
     let host = config.cluster_url.authority().map(|a| a.to_string());
     let layer = metrics.client_layer(&host.unwrap_or_default());
     let builder = kube::client::ClientBuilder::try_from(config)?;
@@ -726,7 +948,7 @@ fn metrics_cert(args: &ManagerArgs) -> tls::CertSource {
 }
 
 /// On SIGTERM (how Kubernetes stops a pod) or Ctrl-C, asks the manager to shut down gracefully. A
-/// second signal exits at once.
+/// second signal makes [`Controllers::run`] return at once, and `main` with it.
 async fn shutdown_on_signal(manager: Manager) {
     use tokio::signal::unix::{SignalKind, signal};
     let mut terminate = match signal(SignalKind::terminate()) {
@@ -749,8 +971,11 @@ async fn shutdown_on_signal(manager: Manager) {
     );
     manager.shutdown();
     let second = signalled().await;
-    warn!(signal = second, "second signal: exiting at once");
-    std::process::exit(1);
+    warn!(
+        signal = second,
+        "second signal: stopping at once, without waiting for reconciles"
+    );
+    manager.inner.interrupted.send_replace(true);
 }
 
 #[cfg(test)]

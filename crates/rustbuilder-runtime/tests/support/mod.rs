@@ -105,10 +105,12 @@ impl ManagerProcess {
         cmd.args(args)
             .arg("--log-format=json")
             .env("KUBECONFIG", kubeconfig)
-            // TEST_MANAGER_LOG overrides the filter, e.g. `debug` to investigate a failure.
+            // TEST_MANAGER_LOG overrides the filter, e.g. `debug` to investigate a failure. The
+            // tests read the `reconciled` lines, logged at debug.
             .env(
                 "RUST_LOG",
-                std::env::var("TEST_MANAGER_LOG").unwrap_or("info".into()),
+                std::env::var("TEST_MANAGER_LOG")
+                    .unwrap_or("info,rustbuilder_runtime::controller=debug".into()),
             )
             // Not in a pod: no in-cluster config, no namespace from the environment unless given.
             .env_remove("KUBERNETES_SERVICE_HOST")

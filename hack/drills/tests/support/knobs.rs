@@ -37,6 +37,8 @@ impl Operator {
             .args([
                 "--health-probe-bind-address=127.0.0.1:0",
                 "--metrics-bind-address=0",
+                // The drills read the `reconciled` lines, logged at debug.
+                "--log-level=info,rustbuilder_runtime::controller=debug",
             ])
             .args(args)
             .env("KUBECONFIG", kubeconfig)

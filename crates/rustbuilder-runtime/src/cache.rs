@@ -1,0 +1,545 @@
+//! Shared caches of Kubernetes objects, on kube's own [`reflector::Store`].
+//!
+//! A [`Cache<K>`] holds the objects of kind `K` that one watch lists: all those a manager watches
+//! ([`Manager::cache`]), or those matching a label or field selector ([`Manager::cache_with`],
+//! [`Manager::owned`]). The manager keeps one cache per kind, scope and selector: every controller,
+//! webhook or task that asks for the same one shares its watch and its memory, as
+//! controller-runtime's informers are shared.
+//!
+//! A cache answers without asking the API server: [`Cache::get`] by name, [`Cache::list`],
+//! [`Cache::matching`] a label selector, and [`Cache::children_of`] an owner (an index by controller
+//! owner reference, for the Jobs of a CronJob or the Pods of a set). [`Cache::store`] hands out the
+//! [`Store`] itself, for kube's own helpers. [`Cache::changes`] streams what the watch sees, as
+//! [`Builder::owns`](crate::controller::Builder::owns) uses it to reconcile owners.
+//!
+//! ```no_run
+//! # use k8s_openapi::api::batch::v1::Job;
+//! # use k8s_openapi::api::core::v1::ConfigMap;
+//! # fn f(manager: rustbuilder_runtime::Manager, owner: &ConfigMap) {
+//! let jobs = manager.owned::<Job>();
+//! for job in jobs.children_of(owner) {
+//!     println!("{}", kube::ResourceExt::name_any(&*job));
+//! }
+//! # }
+//! ```
+//!
+//! Objects are kept as kube decodes them, less their managed fields (a large tree of every field
+//! each writer set): only this manager's own apply entry stays, which [`apply`](crate::apply) reads
+//! to tell what an apply would change.
+
+use std::any::{Any, TypeId};
+use std::collections::{HashMap, HashSet};
+use std::fmt::{self, Debug};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use futures::{Stream, StreamExt};
+use kube::api::Api;
+use kube::core::{Selector, SelectorExt};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, watcher};
+use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tokio::sync::mpsc;
+use tracing::warn;
+
+use crate::manager::{CacheSynced, Manager};
+use crate::owned::controller_of;
+
+/// How many changes may wait for a slow reader of [`Cache::changes`] before the watch waits for it.
+const CHANGES_BUFFER: usize = 1024;
+
+/// What a cache's watch saw happen to one object.
+#[derive(Debug)]
+pub enum Change<K> {
+    /// Created or changed (or listed again after the watch restarted).
+    Applied(Arc<K>),
+    /// Deleted, as last seen (or missing from a list made after the watch restarted).
+    Deleted(Arc<K>),
+}
+
+impl<K> Clone for Change<K> {
+    fn clone(&self) -> Self {
+        match self {
+            Change::Applied(object) => Change::Applied(object.clone()),
+            Change::Deleted(object) => Change::Deleted(object.clone()),
+        }
+    }
+}
+
+impl<K> Change<K> {
+    /// The object, as applied or as last seen before its deletion.
+    pub fn object(&self) -> &Arc<K> {
+        match self {
+            Change::Applied(object) | Change::Deleted(object) => object,
+        }
+    }
+
+    /// The object, applied or deleted.
+    pub fn into_object(self) -> Arc<K> {
+        match self {
+            Change::Applied(object) | Change::Deleted(object) => object,
+        }
+    }
+
+    /// The object if it was applied, `None` if it was deleted.
+    pub fn applied(self) -> Option<Arc<K>> {
+        match self {
+            Change::Applied(object) => Some(object),
+            Change::Deleted(_) => None,
+        }
+    }
+}
+
+/// The objects of kind `K` one watch lists, shared by everyone who asks the manager for it: cheap to
+/// clone, clones read the same cache. Made by [`Manager::cache`], [`Manager::cache_with`] and
+/// [`Manager::owned`]; it fills in the background until the manager shuts down, and the manager is
+/// not ready (`/readyz`) until it holds its first full list.
+pub struct Cache<K>
+where
+    K: Resource<DynamicType = ()> + 'static,
+{
+    shared: Arc<Shared<K>>,
+}
+
+struct Shared<K>
+where
+    K: Resource<DynamicType = ()> + 'static,
+{
+    store: Store<K>,
+    owners: RwLock<OwnerIndex<K>>,
+    subscribers: Mutex<Vec<mpsc::Sender<Change<K>>>>,
+    listed: AtomicBool,
+}
+
+impl<K: Resource<DynamicType = ()>> Clone for Cache<K> {
+    fn clone(&self) -> Self {
+        Cache {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<K> Debug for Cache<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cache")
+            .field("kind", &K::kind(&()))
+            .field("cached", &self.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K> Cache<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    /// The object `name` (in `namespace`, for a namespaced kind), if the cache holds it.
+    pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
+        let key = ObjectRef::new(name);
+        let key = match namespace {
+            Some(namespace) => key.within(namespace),
+            None => key,
+        };
+        self.shared.store.get(&key)
+    }
+
+    /// Every object the cache holds, in no particular order.
+    pub fn list(&self) -> Vec<Arc<K>> {
+        self.shared.store.state()
+    }
+
+    /// The objects of `namespace`.
+    pub fn list_in(&self, namespace: &str) -> Vec<Arc<K>> {
+        let namespace = Some(namespace);
+        self.shared
+            .store
+            .state_filter(|object| object.meta().namespace.as_deref() == namespace)
+    }
+
+    /// The objects whose labels `selector` selects, e.g.
+    /// `Selector::from_iter([("app.kubernetes.io/name", "memcached")])`.
+    pub fn matching(&self, selector: &Selector) -> Vec<Arc<K>> {
+        self.shared
+            .store
+            .state_filter(|object| selector.matches(object.labels()))
+    }
+
+    /// The objects `owner` controls (whose controller reference names its uid), from an index: no
+    /// scan of the cache. Empty for an owner without a uid (not read from the API).
+    pub fn children_of<O: Resource>(&self, owner: &O) -> Vec<Arc<K>> {
+        let Some(uid) = owner.meta().uid.as_deref() else {
+            return Vec::new();
+        };
+        let owners = self.shared.owners();
+        let children = owners.children.get(uid).into_iter().flatten();
+        children
+            .filter_map(|key| self.shared.store.get(key))
+            .collect()
+    }
+
+    /// How many objects the cache holds: 0 until the first list arrives.
+    pub fn len(&self) -> usize {
+        self.shared.store.len()
+    }
+
+    /// Whether the cache holds no object.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether the cache has received a full list at least once.
+    pub fn is_synced(&self) -> bool {
+        self.shared.listed.load(Ordering::SeqCst)
+    }
+
+    /// Waits until the cache holds its first full list.
+    pub async fn synced(&self) {
+        // The store only fails to become ready if its watch stopped, i.e. at shutdown.
+        let _ = self.shared.store.wait_until_ready().await;
+    }
+
+    /// kube's [`Store`] under this cache, e.g. for `Controller::for_shared_stream`.
+    pub fn store(&self) -> Store<K> {
+        self.shared.store.clone()
+    }
+
+    /// Whether `self` and `other` are one cache (one watch).
+    pub fn same_as(&self, other: &Cache<K>) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+
+    /// What the watch sees from now on, first every object the cache holds already (as
+    /// [`Change::Applied`]), so that a late reader misses nothing. After a watch restart the objects of
+    /// the new list come once it is complete, with a [`Change::Deleted`] for each object gone meanwhile.
+    ///
+    /// Read it steadily: the channel is bounded ([`CHANGES_BUFFER`]), and the watch waits for its
+    /// slowest reader. Dropping the stream unsubscribes.
+    pub fn changes(&self) -> impl Stream<Item = Change<K>> + Send + 'static
+    where
+        K: Send + Sync,
+    {
+        let (sender, mut receiver) = mpsc::channel(CHANGES_BUFFER);
+        // Subscribed and read under one lock: a change the watch records meanwhile is either in the
+        // snapshot or sent to this subscriber (or both), never lost.
+        let snapshot = {
+            let mut subscribers = self.shared.subscribers();
+            subscribers.push(sender);
+            self.shared.store.state()
+        };
+        let received = futures::stream::poll_fn(move |cx| receiver.poll_recv(cx));
+        futures::stream::iter(snapshot.into_iter().map(Change::Applied)).chain(received)
+    }
+}
+
+impl<K> Cache<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    /// Starts the watch of `api` with `config` in the background, until the manager shuts down.
+    fn start(manager: &Manager, api: Api<K>, config: watcher::Config) -> Self {
+        let (store, writer) = reflector::store();
+        let shared = Arc::new(Shared {
+            store,
+            owners: RwLock::new(OwnerIndex::default()),
+            subscribers: Mutex::default(),
+            listed: AtomicBool::new(false),
+        });
+        let field_manager = manager.name().to_string();
+        let events = watcher(api, config)
+            .default_backoff()
+            .modify(move |object| keep_own_apply_entry(object, &field_manager));
+        let filling = fill(events, writer, shared.clone(), manager.expect_cache());
+        let stop = manager.shutdown_signal();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = filling => {}
+                () = stop => {}
+            }
+        });
+        Cache { shared }
+    }
+}
+
+/// Of an object's managed fields, keeps only the entry of `field_manager`'s applies.
+fn keep_own_apply_entry<K: Resource>(object: &mut K, field_manager: &str) {
+    object.managed_fields_mut().retain(|entry| {
+        entry.manager.as_deref() == Some(field_manager)
+            && entry.operation.as_deref() == Some("Apply")
+            && entry.subresource.as_deref().is_none_or(str::is_empty)
+    });
+}
+
+/// Records each watch event in the store and the owner index, then hands the changes to the
+/// subscribers.
+async fn fill<K>(
+    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
+    mut writer: reflector::store::Writer<K>,
+    shared: Arc<Shared<K>>,
+    synced: CacheSynced,
+) where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    let kind = K::kind(&()).to_string();
+    let mut synced = Some(synced);
+    let mut events = std::pin::pin!(events);
+    while let Some(event) = events.next().await {
+        let event = match event {
+            Ok(event) => event,
+            Err(error) => {
+                warn!(kind, %error, "watch failed; retrying");
+                continue;
+            }
+        };
+        // What a completed relist replaces, to tell who is gone.
+        let before = matches!(event, watcher::Event::InitDone).then(|| shared.store.state());
+        writer.apply_watcher_event(&event);
+        let changes = match event {
+            watcher::Event::Apply(object) => {
+                let key = ObjectRef::from_obj(&object);
+                shared.owners_mut().insert(&key, &object);
+                let stored = shared.store.get(&key);
+                stored.map(Change::Applied).into_iter().collect()
+            }
+            watcher::Event::Delete(object) => {
+                shared.owners_mut().remove(&ObjectRef::from_obj(&object));
+                vec![Change::Deleted(Arc::new(object))]
+            }
+            watcher::Event::Init | watcher::Event::InitApply(_) => Vec::new(),
+            watcher::Event::InitDone => {
+                let listed = shared.store.state();
+                shared.owners_mut().rebuild(&listed);
+                shared.listed.store(true, Ordering::SeqCst);
+                if let Some(synced) = synced.take() {
+                    synced.done();
+                }
+                let gone = before
+                    .into_iter()
+                    .flatten()
+                    .filter(|old| shared.store.get(&ObjectRef::from_obj(&**old)).is_none());
+                let gone: Vec<_> = gone.map(Change::Deleted).collect();
+                listed
+                    .into_iter()
+                    .map(Change::Applied)
+                    .chain(gone)
+                    .collect()
+            }
+        };
+        for change in changes {
+            shared.dispatch(change).await;
+        }
+    }
+}
+
+impl<K> Shared<K>
+where
+    K: Resource<DynamicType = ()> + 'static,
+{
+    fn owners(&self) -> std::sync::RwLockReadGuard<'_, OwnerIndex<K>> {
+        // Each update leaves the index whole: a panic elsewhere cannot leave it half-written.
+        self.owners.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn owners_mut(&self) -> std::sync::RwLockWriteGuard<'_, OwnerIndex<K>> {
+        self.owners.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn subscribers(&self) -> std::sync::MutexGuard<'_, Vec<mpsc::Sender<Change<K>>>> {
+        self.subscribers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sends `change` to every subscriber, waiting for room in each channel; forgets the ones gone.
+    async fn dispatch(&self, change: Change<K>) {
+        let subscribers = self.subscribers().clone();
+        let mut gone = false;
+        for subscriber in &subscribers {
+            gone |= subscriber.send(change.clone()).await.is_err();
+        }
+        if gone {
+            self.subscribers().retain(|s| !s.is_closed());
+        }
+    }
+}
+
+/// Who controls whom: the objects of the cache by the uid of their controller owner.
+struct OwnerIndex<K: Resource<DynamicType = ()> + 'static> {
+    children: HashMap<String, HashSet<ObjectRef<K>>>,
+    owner_of: HashMap<ObjectRef<K>, String>,
+}
+
+impl<K: Resource<DynamicType = ()>> Default for OwnerIndex<K> {
+    fn default() -> Self {
+        OwnerIndex {
+            children: HashMap::new(),
+            owner_of: HashMap::new(),
+        }
+    }
+}
+
+impl<K: Resource<DynamicType = ()>> OwnerIndex<K> {
+    fn insert(&mut self, key: &ObjectRef<K>, object: &K) {
+        self.remove(key);
+        if let Some(owner) = controller_of(object) {
+            let uid = owner.uid.clone();
+            self.children
+                .entry(uid.clone())
+                .or_default()
+                .insert(key.clone());
+            self.owner_of.insert(key.clone(), uid);
+        }
+    }
+
+    fn remove(&mut self, key: &ObjectRef<K>) {
+        let Some(uid) = self.owner_of.remove(key) else {
+            return;
+        };
+        if let Some(children) = self.children.get_mut(&uid) {
+            children.remove(key);
+            if children.is_empty() {
+                self.children.remove(&uid);
+            }
+        }
+    }
+
+    fn rebuild(&mut self, objects: &[Arc<K>]) {
+        *self = OwnerIndex::default();
+        for object in objects {
+            self.insert(&ObjectRef::from_obj(&**object), object);
+        }
+    }
+}
+
+/// The caches a manager has started, one per kind, scope and selector.
+#[derive(Default)]
+pub(crate) struct Caches {
+    started: Mutex<HashMap<CacheKey, Box<dyn Any + Send + Sync>>>,
+}
+
+/// What makes two caches the same: the kind, the `Api`'s scope (its URL) and the selectors.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct CacheKey {
+    kind: TypeId,
+    url: String,
+    labels: Option<String>,
+    fields: Option<String>,
+}
+
+impl Caches {
+    /// The cache of `api` with `config`: the one started before for the same kind, scope and
+    /// selectors, else a new one.
+    pub(crate) fn get_or_start<K>(
+        &self,
+        manager: &Manager,
+        api: Api<K>,
+        config: watcher::Config,
+    ) -> Cache<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    {
+        let key = CacheKey {
+            kind: TypeId::of::<K>(),
+            url: api.resource_url().to_string(),
+            labels: config.label_selector.clone(),
+            fields: config.field_selector.clone(),
+        };
+        // Inserting into a map cannot leave it inconsistent: a poisoned lock is still usable.
+        let mut started = self.started.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(cache) = started
+            .get(&key)
+            .and_then(|cache| cache.downcast_ref::<Cache<K>>())
+        {
+            return cache.clone();
+        }
+        let cache = Cache::start(manager, api, config);
+        started.insert(key, Box::new(cache.clone()));
+        cache
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    use kube::api::ObjectMeta;
+
+    fn child(name: &str, controller_uid: Option<&str>) -> ConfigMap {
+        let owner = controller_uid.map(|uid| OwnerReference {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: "owner".into(),
+            uid: uid.into(),
+            controller: Some(true),
+            ..Default::default()
+        });
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ns".into()),
+                owner_references: owner.map(|owner| vec![owner]),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    fn children(index: &OwnerIndex<ConfigMap>, uid: &str) -> Vec<String> {
+        let mut names: Vec<String> = index
+            .children
+            .get(uid)
+            .into_iter()
+            .flatten()
+            .map(|key| key.name.clone())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn the_owner_index_follows_changes_of_controller() {
+        let mut index = OwnerIndex::default();
+        let a = child("a", Some("1"));
+        let b = child("b", Some("1"));
+        index.insert(&ObjectRef::from_obj(&a), &a);
+        index.insert(&ObjectRef::from_obj(&b), &b);
+        assert_eq!(children(&index, "1"), ["a", "b"]);
+
+        // `b` changes hands, then loses its controller; `a` goes.
+        let b_moved = child("b", Some("2"));
+        index.insert(&ObjectRef::from_obj(&b_moved), &b_moved);
+        assert_eq!(children(&index, "1"), ["a"]);
+        assert_eq!(children(&index, "2"), ["b"]);
+        let b_free = child("b", None);
+        index.insert(&ObjectRef::from_obj(&b_free), &b_free);
+        index.remove(&ObjectRef::from_obj(&a));
+        assert!(index.children.is_empty() && index.owner_of.is_empty());
+
+        index.rebuild(&[Arc::new(child("c", Some("3")))]);
+        assert_eq!(children(&index, "3"), ["c"]);
+    }
+
+    #[test]
+    fn only_the_managers_own_apply_entry_is_kept() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+        let entry =
+            |manager: &str, operation: &str, subresource: Option<&str>| ManagedFieldsEntry {
+                manager: Some(manager.into()),
+                operation: Some(operation.into()),
+                subresource: subresource.map(String::from),
+                ..Default::default()
+            };
+        let mut object = child("a", None);
+        object.metadata.managed_fields = Some(vec![
+            entry("kubectl", "Apply", None),
+            entry("us", "Update", None),
+            entry("us", "Apply", Some("status")),
+            entry("us", "Apply", None),
+        ]);
+        keep_own_apply_entry(&mut object, "us");
+        let kept = object.metadata.managed_fields.unwrap();
+        assert_eq!(kept, [entry("us", "Apply", None)]);
+    }
+}
