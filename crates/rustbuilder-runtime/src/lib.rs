@@ -37,9 +37,12 @@
 pub mod apply;
 pub mod backoff;
 pub mod cache;
+pub mod children;
+pub mod clock;
 pub mod conditions;
 pub mod controller;
 pub mod events;
+pub mod finalizer;
 pub mod manager;
 pub mod manifests;
 pub mod metrics;

@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::api::PropagationPolicy;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::core::Selector;
 use kube::runtime::controller::Action;
@@ -23,6 +24,7 @@ use kube::{CustomResource, CustomResourceExt, Resource, ResourceExt};
 use rustbuilder_envtest::TestEnv;
 use rustbuilder_runtime::apply::{self, Applied};
 use rustbuilder_runtime::cache::Change;
+use rustbuilder_runtime::children;
 use rustbuilder_runtime::controller::OnError;
 use rustbuilder_runtime::events::Events;
 use rustbuilder_runtime::owned::{self, MANAGED_BY_LABEL, Owned};
@@ -662,6 +664,24 @@ async fn caches_are_shared_one_watch_per_kind_and_selector() {
         "the deletion was not streamed"
     );
     assert_eq!(names(owned[0].children_of(&owner)), ["a"]);
+
+    // Deleting children: with the propagation asked for (foreground: the API server keeps the
+    // object until its dependents are gone), and never an object re-created since it was read.
+    let stale = owned[0].get(Some("default"), "c").unwrap();
+    secrets.delete("c", &DeleteParams::default()).await.unwrap();
+    secrets
+        .create(&pp, &secret("c", None, "front"))
+        .await
+        .unwrap();
+    let children = owned[0].children_of(&owner);
+    let deleted = children::delete(&client, &children, PropagationPolicy::Foreground).await;
+    assert_eq!(deleted.unwrap(), 1);
+    let a = secrets.get("a").await.unwrap();
+    assert!(a.metadata.deletion_timestamp.is_some());
+    assert_eq!(a.finalizers(), ["foregroundDeletion"]);
+    let deleted = children::delete(&client, &[stale], PropagationPolicy::Background).await;
+    assert_eq!(deleted.unwrap(), 0, "deleted a Secret re-created since");
+    assert!(secrets.get_opt("c").await.unwrap().is_some());
 
     manager.shutdown();
     running.await.unwrap().unwrap();

@@ -1,0 +1,54 @@
+//! Deleting what a controller made and no longer wants: finished Jobs beyond a history limit, the
+//! Pods of a scaled-down set, the objects of a feature turned off.
+//!
+//! [`delete`] takes objects as a [`Cache`](crate::cache::Cache) holds them (e.g. from
+//! [`Cache::children_of`](crate::cache::Cache::children_of)) and deletes each with a
+//! [`PropagationPolicy`] for what it owns in turn, and a precondition on its uid: an object
+//! re-created under the same name since the cache saw it is left alone.
+
+use std::sync::Arc;
+
+use k8s_openapi::NamespaceResourceScope;
+use kube::api::{Api, DeleteParams, Preconditions, PropagationPolicy};
+use kube::{Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tracing::debug;
+
+/// Deletes `objects` (namespaced, each in its own namespace), their dependents as `propagation`
+/// says. An object already gone, or replaced by another of the same name, is skipped. Returns how
+/// many delete requests the API server accepted.
+pub async fn delete<K>(
+    client: &Client,
+    objects: &[Arc<K>],
+    propagation: PropagationPolicy,
+) -> Result<usize, kube::Error>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + DeserializeOwned,
+{
+    let mut deleted = 0;
+    for object in objects {
+        let namespace = object.namespace().unwrap_or_default();
+        let api = Api::<K>::namespaced(client.clone(), &namespace);
+        let params = DeleteParams {
+            propagation_policy: Some(propagation.clone()),
+            preconditions: object.uid().map(|uid| Preconditions {
+                uid: Some(uid),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        let name = object.name_any();
+        match api.delete(&name, &params).await {
+            Ok(_) => deleted += 1,
+            // Gone already (404), or replaced by a new object of that name (409: uid mismatch).
+            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
+                debug!(%namespace, %name, code = status.code, "not deleted: gone or replaced");
+            }
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(deleted)
+}
