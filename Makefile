@@ -46,7 +46,7 @@ lint: ## Check formatting, clippy and rustdoc for the CLI and the runtime crates
 	cargo fmt --all --check
 	cargo clippy --locked --workspace --all-targets -- -D warnings
 	# The runtime crates leave the Kubernetes version to the binary that uses them; rustdoc needs one.
-	K8S_OPENAPI_ENABLED_VERSION=1.36 RUSTDOCFLAGS="-D warnings" cargo doc --locked --workspace --no-deps
+	K8S_OPENAPI_ENABLED_VERSION=1.36 RUSTDOCFLAGS="-D warnings" cargo doc --locked --workspace --no-deps --all-features
 
 .PHONY: test
 test: prune-cache build lint test-cli test-runtime verify-testdata test-testdata test-helm test-docs test-drills ## Run every test: CLI, runtime crates, golden projects, their own tests on a real control plane, the Helm chart, fault drills.

@@ -216,7 +216,7 @@ where
     /// [`Change::Applied`]), so that a late reader misses nothing. After a watch restart the objects of
     /// the new list come once it is complete, with a [`Change::Deleted`] for each object gone meanwhile.
     ///
-    /// Read it steadily: the channel is bounded ([`CHANGES_BUFFER`]), and the watch waits for its
+    /// Read it steadily: the channel is bounded (1,024 changes), and the watch waits for its
     /// slowest reader. Dropping the stream unsubscribes.
     pub fn changes(&self) -> impl Stream<Item = Change<K>> + Send + 'static
     where

@@ -25,12 +25,19 @@
 //! }
 //! ```
 //!
+//! [`Manager::builder`] changes what the defaults decide: the tracing subscriber, a Prometheus
+//! registry with the operator's own metrics, the client configuration, the lease timing.
+//!
 //! A controller is built with [`Manager::controller`] ([`controller::Builder`]): it gets per-object
-//! error backoff, reconcile metrics, readiness and graceful shutdown without code of its own. The
-//! reconcile function uses the helpers of [`owned`] (a cache of the objects it creates), [`apply`]
-//! (server-side apply that skips no-op writes), [`conditions`] and [`events`]. [`manifests`] writes
-//! the CRDs, the RBAC role and the webhook configurations that `make manifests` produces, and
-//! [`webhook`] serves defaulting, validating and conversion webhooks.
+//! error backoff (or a policy of its own), reconcile and work-queue metrics, readiness and graceful
+//! shutdown without code of its own. The reconcile function reads shared [`cache`]s (one watch per
+//! kind and selector: get, list, by label, children of an owner; [`owned`] for the objects the
+//! manager creates), writes with [`apply`] (server-side apply that skips no-op writes), reports
+//! with [`conditions`] and [`events`], and uses the helpers of [`clock`] (requeue at a time, a clock
+//! tests move), [`children`] (deleting what is no longer wanted) and [`finalizer`]. [`webhook`]
+//! serves defaulting, validating and conversion webhooks. The `manifests` feature adds
+//! `manifests`, which writes the CRDs, the RBAC role and the webhook configurations that
+//! `make manifests` produces.
 
 #![warn(missing_docs)]
 
@@ -44,6 +51,7 @@ pub mod controller;
 pub mod events;
 pub mod finalizer;
 pub mod manager;
+#[cfg(feature = "manifests")]
 pub mod manifests;
 pub mod metrics;
 pub mod owned;

@@ -74,6 +74,56 @@ pub const ROLE_FILE: &str = "config/rbac/role.yaml";
 /// kustomize adds the project's prefix and namespace.
 pub const WEBHOOK_SERVICE: (&str, &str) = ("webhook-service", "system");
 
+/// Why the manifests could not be made.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A file or directory could not be read or written.
+    #[error("cannot {action} {}: {source}", path.display())]
+    Io {
+        /// `read`, `write`, `create` or `remove`.
+        action: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// What the operating system said.
+        source: std::io::Error,
+    },
+    /// A `// +rustbuilder:rbac:` or `// +rustbuilder:webhook:` marker cannot be read.
+    #[error("{location}: {message}")]
+    Marker {
+        /// `file:line` of the marker (relative to the project).
+        location: String,
+        /// What is wrong, and how to write it.
+        message: String,
+    },
+    /// The CRDs of a kind cannot be merged or written.
+    #[error("CRD {name}: {message}")]
+    Crd {
+        /// The CRD's name, `<plural>.<group>`.
+        name: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The project's PROJECT file cannot be read.
+    #[error("{}: {message}", path.display())]
+    Project {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl Error {
+    fn io(action: &'static str, path: &Path, source: std::io::Error) -> Self {
+        Error::Io {
+            action,
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
 const USAGE: &str = "\
 Prints the CustomResourceDefinitions of the project as YAML, or writes the manifests derived from the code.
 
@@ -135,7 +185,7 @@ impl Crds {
     /// One CRD per kind, sorted by name: the versions of a kind merged, sorted by name, the storage
     /// version marked, the conversion webhook set. Errors when a kind has several versions and no
     /// storage version, or a storage version or conversion names a kind that has no CRD.
-    pub fn merged(&self) -> Result<Vec<CustomResourceDefinition>, String> {
+    pub fn merged(&self) -> Result<Vec<CustomResourceDefinition>, Error> {
         let mut by_name: BTreeMap<String, Vec<CustomResourceDefinition>> = BTreeMap::new();
         for crd in &self.crds {
             let name = crd.metadata.name.clone().unwrap_or_default();
@@ -143,27 +193,35 @@ impl Crds {
         }
         for name in self.storage.keys().chain(&self.conversion) {
             if !by_name.contains_key(name) {
-                return Err(format!(
-                    "no CRD named {name}\nhelp: pass its `Kind::crd()` to `Crds::new`"
-                ));
+                return Err(Error::Crd {
+                    name: name.clone(),
+                    message: "no such CRD\nhelp: pass its `Kind::crd()` to `Crds::new`".into(),
+                });
             }
         }
         let mut merged = Vec::new();
         for (name, versions) in by_name {
             let mut crd = match (versions.len(), self.storage.get(&name)) {
                 (1, None) => versions.into_iter().next().expect("one"),
-                (_, Some(storage)) => kube::core::crd::merge_crds(versions, storage)
-                    .map_err(|e| format!("CRD {name}: {e}"))?,
+                (_, Some(storage)) => {
+                    kube::core::crd::merge_crds(versions, storage).map_err(|e| Error::Crd {
+                        name: name.clone(),
+                        message: e.to_string(),
+                    })?
+                }
                 (_, None) => {
                     let names: Vec<String> = versions
                         .iter()
                         .flat_map(|c| c.spec.versions.iter().map(|v| v.name.clone()))
                         .collect();
-                    return Err(format!(
-                        "CRD {name} has versions {} but no storage version\n\
-                         help: name the hub: `Crds::new(..).storage_version::<vX::Kind>()`",
-                        names.join(", ")
-                    ));
+                    return Err(Error::Crd {
+                        name,
+                        message: format!(
+                            "versions {} but no storage version\n\
+                             help: name the hub: `Crds::new(..).storage_version::<vX::Kind>()`",
+                            names.join(", ")
+                        ),
+                    });
                 }
             };
             crd.spec.versions.sort_by(|a, b| a.name.cmp(&b.name));
@@ -259,7 +317,7 @@ enum Mode {
     Check,
 }
 
-fn run(mode: Mode, dir: &Path, crds: &[CustomResourceDefinition]) -> Result<ExitCode, String> {
+fn run(mode: Mode, dir: &Path, crds: &[CustomResourceDefinition]) -> Result<ExitCode, Error> {
     let files = crd_files(crds)?;
     if mode == Mode::Print {
         for (_, yaml) in &files {
@@ -306,27 +364,28 @@ fn run(mode: Mode, dir: &Path, crds: &[CustomResourceDefinition]) -> Result<Exit
         }
         let full = dir.join(path);
         if let Some(parent) = full.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+            std::fs::create_dir_all(parent).map_err(|e| Error::io("create", parent, e))?;
         }
-        std::fs::write(&full, text).map_err(|e| format!("cannot write {}: {e}", full.display()))?;
+        std::fs::write(&full, text).map_err(|e| Error::io("write", &full, e))?;
         eprintln!("wrote {}", path.display());
     }
     for path in &gone {
         let full = dir.join(path);
-        std::fs::remove_file(&full)
-            .map_err(|e| format!("cannot remove {}: {e}", full.display()))?;
+        std::fs::remove_file(&full).map_err(|e| Error::io("remove", &full, e))?;
         eprintln!("removed {}", path.display());
     }
     Ok(ExitCode::SUCCESS)
 }
 
 /// Each CRD as (`<group>_<plural>.yaml`, `---` + YAML), sorted by file name.
-pub fn crd_files(crds: &[CustomResourceDefinition]) -> Result<Vec<(String, String)>, String> {
+pub(crate) fn crd_files(crds: &[CustomResourceDefinition]) -> Result<Vec<(String, String)>, Error> {
     let mut files = Vec::new();
     for crd in crds {
         let name = format!("{}_{}.yaml", crd.spec.group, crd.spec.names.plural);
-        let yaml = serde_yaml::to_string(crd).map_err(|e| format!("CRD {name}: {e}"))?;
+        let yaml = serde_yaml::to_string(crd).map_err(|e| Error::Crd {
+            name: name.clone(),
+            message: e.to_string(),
+        })?;
         files.push((name, format!("---\n{yaml}")));
     }
     files.sort();
@@ -334,16 +393,16 @@ pub fn crd_files(crds: &[CustomResourceDefinition]) -> Result<Vec<(String, Strin
 }
 
 /// CRD files in `dir/config/crd/bases` that `wanted` does not list.
-fn stale_crd_files(dir: &Path, wanted: &[(PathBuf, String)]) -> Result<Vec<PathBuf>, String> {
+fn stale_crd_files(dir: &Path, wanted: &[(PathBuf, String)]) -> Result<Vec<PathBuf>, Error> {
     let bases = dir.join(CRD_DIR);
     let entries = match std::fs::read_dir(&bases) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(format!("cannot read {}: {e}", bases.display())),
+        Err(e) => return Err(Error::io("read", &bases, e)),
     };
     let mut gone = Vec::new();
     for entry in entries {
-        let entry = entry.map_err(|e| format!("cannot read {}: {e}", bases.display()))?;
+        let entry = entry.map_err(|e| Error::io("read", &bases, e))?;
         let name = entry.file_name();
         let relative = Path::new(CRD_DIR).join(&name);
         let is_yaml = Path::new(&name).extension().is_some_and(|e| e == "yaml");
@@ -372,10 +431,10 @@ pub struct Rule {
 }
 
 /// Collects the markers of every `.rs` file under `dir/src` into merged, sorted rules.
-pub fn rbac_rules(dir: &Path) -> Result<Vec<Rule>, String> {
+pub fn rbac_rules(dir: &Path) -> Result<Vec<Rule>, Error> {
     let mut rules = Vec::new();
     for (location, body) in markers(dir, RBAC_MARKER)? {
-        rules.push(parse_marker(&body).map_err(|e| format!("{location}: {e}"))?);
+        rules.push(parse_marker(&body).map_err(|message| Error::Marker { location, message })?);
     }
     Ok(merge(rules))
 }
@@ -387,14 +446,13 @@ fn marker_with<'a>(line: &'a str, prefix: &str) -> Option<&'a str> {
 }
 
 /// Every `// <prefix>` marker in the `.rs` files under `dir/src`, as (location, body), in file order.
-fn markers(dir: &Path, prefix: &str) -> Result<Vec<(String, String)>, String> {
+fn markers(dir: &Path, prefix: &str) -> Result<Vec<(String, String)>, Error> {
     let mut files = Vec::new();
     rust_files(&dir.join("src"), &mut files)?;
     files.sort();
     let mut found = Vec::new();
     for file in &files {
-        let text = std::fs::read_to_string(file)
-            .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+        let text = std::fs::read_to_string(file).map_err(|e| Error::io("read", file, e))?;
         let relative = file.strip_prefix(dir).unwrap_or(file);
         for (n, line) in text.lines().enumerate() {
             if let Some(body) = marker_with(line, prefix) {
@@ -408,16 +466,14 @@ fn markers(dir: &Path, prefix: &str) -> Result<Vec<(String, String)>, String> {
     Ok(found)
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), String> {
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), Error> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(format!("cannot read {}: {e}", dir.display())),
+        Err(e) => return Err(Error::io("read", dir, e)),
     };
     for entry in entries {
-        let path = entry
-            .map_err(|e| format!("cannot read {}: {e}", dir.display()))?
-            .path();
+        let path = entry.map_err(|e| Error::io("read", dir, e))?.path();
         if path.is_dir() {
             rust_files(&path, out)?;
         } else if path.extension().is_some_and(|e| e == "rs") {
@@ -428,7 +484,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), String> {
 }
 
 /// Parses a marker body: `groups=apps,resources=deployments;deployments/status,verbs=get;list`.
-pub fn parse_marker(body: &str) -> Result<Rule, String> {
+pub(crate) fn parse_marker(body: &str) -> Result<Rule, String> {
     let example =
         format!("`// {RBAC_MARKER}groups=apps,resources=deployments,verbs=get;list;watch`");
     let mut rule = Rule {
@@ -520,15 +576,18 @@ pub enum RoleScope {
 
 impl RoleScope {
     /// The scope PROJECT in `dir` asks for; a directory without PROJECT gets a ClusterRole.
-    pub fn of_project(dir: &Path) -> Result<Self, String> {
+    pub fn of_project(dir: &Path) -> Result<Self, Error> {
         let path = dir.join("PROJECT");
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(RoleScope::Cluster),
-            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+            Err(e) => return Err(Error::io("read", &path, e)),
         };
-        let project: serde_yaml::Value = serde_yaml::from_str(&text)
-            .map_err(|e| format!("{} is not valid YAML: {e}", path.display()))?;
+        let project: serde_yaml::Value =
+            serde_yaml::from_str(&text).map_err(|e| Error::Project {
+                path: path.clone(),
+                message: format!("not valid YAML: {e}"),
+            })?;
         Ok(match project.get("namespaced").and_then(|v| v.as_bool()) {
             Some(true) => RoleScope::Namespace,
             _ => RoleScope::Cluster,
@@ -583,18 +642,22 @@ mod tests {
     fn the_role_scope_follows_project() {
         let dir = std::env::temp_dir().join(format!("role-scope-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        assert_eq!(RoleScope::of_project(&dir), Ok(RoleScope::Cluster));
+        assert_eq!(RoleScope::of_project(&dir).unwrap(), RoleScope::Cluster);
         std::fs::write(
             dir.join("PROJECT"),
             "domain: example.com\nnamespaced: true\n",
         )
         .unwrap();
-        assert_eq!(RoleScope::of_project(&dir), Ok(RoleScope::Namespace));
+        assert_eq!(RoleScope::of_project(&dir).unwrap(), RoleScope::Namespace);
         std::fs::write(dir.join("PROJECT"), "domain: example.com\n").unwrap();
-        assert_eq!(RoleScope::of_project(&dir), Ok(RoleScope::Cluster));
+        assert_eq!(RoleScope::of_project(&dir).unwrap(), RoleScope::Cluster);
         std::fs::write(dir.join("PROJECT"), "namespaced: [").unwrap();
         let error = RoleScope::of_project(&dir).unwrap_err();
-        assert!(error.contains("is not valid YAML"), "{error}");
+        assert!(matches!(error, Error::Project { .. }), "{error:?}");
+        assert!(
+            error.to_string().contains("PROJECT: not valid YAML"),
+            "{error}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -749,7 +812,10 @@ rules:
 
         std::fs::write(src.join("b.rs"), "\n  // +rustbuilder:rbac:groups=apps\n").unwrap();
         let error = rbac_rules(dir.path()).unwrap_err();
-        assert!(error.starts_with("src/controller/b.rs:2: "), "{error}");
+        assert!(
+            matches!(&error, Error::Marker { location, .. } if location == "src/controller/b.rs:2"),
+            "{error:?}"
+        );
     }
 
     fn crd(group: &str, plural: &str) -> CustomResourceDefinition {
@@ -936,16 +1002,20 @@ rules:
     fn several_versions_need_a_storage_version() {
         let error = two_versions().merged().unwrap_err();
         assert!(
-            error.contains("has versions v1, v1alpha1 but no storage version"),
+            error
+                .to_string()
+                .contains("versions v1, v1alpha1 but no storage version"),
             "{error}"
         );
-        assert!(error.contains("help: name the hub"), "{error}");
+        assert!(error.to_string().contains("help: name the hub"), "{error}");
         let error = Crds::new([crd("a.example.com", "items")])
             .conversion_webhook::<v1::Memcached>()
             .merged()
             .unwrap_err();
         assert!(
-            error.starts_with("no CRD named memcacheds.cache.example.com"),
+            error
+                .to_string()
+                .starts_with("CRD memcacheds.cache.example.com: no such CRD"),
             "{error}"
         );
     }
@@ -991,6 +1061,9 @@ rules:
         )
         .unwrap();
         let error = run(Mode::Check, path, &crds).unwrap_err();
-        assert!(error.starts_with("src/webhook/item.rs:2: "), "{error}");
+        assert!(
+            error.to_string().starts_with("src/webhook/item.rs:2: "),
+            "{error}"
+        );
     }
 }

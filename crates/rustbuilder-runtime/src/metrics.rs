@@ -1,7 +1,7 @@
 //! Prometheus metrics of the manager, named like controller-runtime's so existing dashboards and alerts
 //! work: reconcile counts, errors, durations and busy workers per controller, each controller's work
 //! queue, the API client's requests, the leader-election status, and the usual `process_*` metrics. The
-//! manager serves them on `/metrics` (see [`crate::manager::http`]).
+//! manager serves them on `/metrics` (`--metrics-bind-address`).
 //!
 //! ## The work queue and the API client
 //!

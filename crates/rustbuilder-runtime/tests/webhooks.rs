@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{CustomResource, Resource};
 use rustbuilder_envtest::TestEnv;
-use rustbuilder_runtime::manager::tls::CertSource;
+use rustbuilder_runtime::manager::CertSource;
 use rustbuilder_runtime::manifests::Crds;
 use rustbuilder_runtime::manifests::webhooks::{parse_webhook_marker, render};
 use rustbuilder_runtime::metrics::Metrics;

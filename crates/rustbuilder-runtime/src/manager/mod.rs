@@ -1,8 +1,8 @@
 //! The manager: the process that runs an operator's controllers.
 //!
 //! [`Manager::start`] sets up the process from [`ManagerArgs`]: logging, the API client (in-cluster
-//! config, else the current kubeconfig), the health probes and the metrics endpoint ([`http`], with
-//! [`tls`]), and SIGTERM/Ctrl-C handling. [`Controllers::run`] then waits for leadership ([`leader`])
+//! config, else the current kubeconfig), the health probes and the metrics endpoint (HTTPS, with a
+//! self-signed certificate unless one is mounted), and SIGTERM/Ctrl-C handling. [`Controllers::run`] then waits for leadership ([`leader`])
 //! when `--leader-elect` is on, runs the controllers until shutdown, lets the reconciles in flight
 //! finish and releases the lease.
 //!
@@ -33,12 +33,13 @@ use crate::metrics::Metrics;
 use crate::owned::Owned;
 use crate::webhook::{self, Webhooks};
 
-pub mod auth;
-pub mod http;
+pub(crate) mod auth;
+pub(crate) mod http;
 pub mod leader;
-pub mod tls;
+pub(crate) mod tls;
 
-use http::BindAddress;
+pub use http::BindAddress;
+pub use tls::CertSource;
 use leader::{LeaderElection, Timing};
 
 /// Why the manager could not start, or stopped early. Its `Debug` output is the message, so that a

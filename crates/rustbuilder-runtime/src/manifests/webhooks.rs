@@ -13,7 +13,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::{WEBHOOK_SERVICE, markers};
+use super::{Error, WEBHOOK_SERVICE, markers};
 
 /// The marker prefix of webhooks.
 pub const WEBHOOK_MARKER: &str = "+rustbuilder:webhook:";
@@ -56,18 +56,22 @@ pub struct Webhook {
 
 /// Collects the webhook markers of every `.rs` file under `dir/src`, sorted by name. Errors name the
 /// file and line of a bad marker, or the two markers that share a name.
-pub fn webhook_markers(dir: &Path) -> Result<Vec<Webhook>, String> {
+pub fn webhook_markers(dir: &Path) -> Result<Vec<Webhook>, Error> {
     let mut webhooks: Vec<(Webhook, String)> = Vec::new();
     for (location, body) in markers(dir, WEBHOOK_MARKER)? {
-        let webhook = parse_webhook_marker(&body).map_err(|e| format!("{location}: {e}"))?;
+        let webhook = match parse_webhook_marker(&body) {
+            Ok(webhook) => webhook,
+            Err(message) => return Err(Error::Marker { location, message }),
+        };
         let same = webhooks
             .iter()
             .find(|(w, _)| w.name == webhook.name && w.mutating == webhook.mutating);
         if let Some((_, first)) = same {
-            return Err(format!(
-                "{location}: webhook name `{}` is used at {first} already\nhelp: each webhook needs its own `name=`",
+            let message = format!(
+                "webhook name `{}` is used at {first} already\nhelp: each webhook needs its own `name=`",
                 webhook.name
-            ));
+            );
+            return Err(Error::Marker { location, message });
         }
         webhooks.push((webhook, location));
     }

@@ -51,7 +51,7 @@
 //! ```
 //!
 //! The routes are named as Kubebuilder names them, so the `// +rustbuilder:webhook:` markers (and the
-//! `config/webhook/manifests.yaml` that [`crate::manifests`] writes from them) point at them:
+//! `config/webhook/manifests.yaml` that `manifests` writes from them) point at them:
 //! [`mutate_path`] (`/mutate-<group with - for .>-<version>-<kind>`), [`validate_path`]
 //! (`/validate-…`) and [`CONVERT_PATH`] (`/convert`).
 //!

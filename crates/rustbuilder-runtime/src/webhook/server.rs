@@ -29,7 +29,7 @@ const MAX_BODY: usize = 16 * 1024 * 1024;
 ///
 /// ```no_run
 /// # async fn demo(port: u16, dir: std::path::PathBuf) -> Result<(), rustbuilder_runtime::manager::Error> {
-/// use rustbuilder_runtime::manager::tls::CertSource;
+/// use rustbuilder_runtime::manager::CertSource;
 /// use rustbuilder_runtime::webhook::{Server, Webhooks};
 ///
 /// let webhooks = Webhooks::new();
