@@ -135,13 +135,31 @@ fn set_version_req(cargo_toml: &str, req: &str) -> String {
                 Some(format!("{}{req}{}", &line[..start], &line[end..]))
             })
             .flatten();
-        out.push(updated.unwrap_or_else(|| line.to_string()));
+        let updated = updated.unwrap_or_else(|| line.to_string());
+        out.push(with_manifests_feature(&updated));
     }
     let mut text = out.join("\n");
     if cargo_toml.ends_with('\n') {
         text.push('\n');
     }
     text
+}
+
+/// The runtime's dependency line with its `manifests` feature, which `crdgen` needs (projects made
+/// before the feature existed lack it); any other line as it is.
+fn with_manifests_feature(line: &str) -> String {
+    let is_runtime_table = line.trim_start().starts_with("rustbuilder-runtime = {");
+    if !is_runtime_table || line.contains("features") {
+        return line.to_string();
+    }
+    match line.rfind('}') {
+        Some(end) => format!(
+            "{}, features = [\"manifests\"] {}",
+            line[..end].trim_end(),
+            &line[end..]
+        ),
+        None => line.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -203,7 +221,13 @@ mod tests {
     fn version_requirements_are_rewritten_in_place() {
         let toml = "[dependencies]\nrustbuilder-runtime = { version = \"0.0\", path = \"rustbuilder/runtime\" }\nkube = { version = \"5\" }\n\n[dev-dependencies]\nrustbuilder-envtest = { version = \"0.0\", path = \"rustbuilder/envtest\" }\n";
         let updated = set_version_req(toml, "0.7");
-        assert_eq!(updated, toml.replace("\"0.0\"", "\"0.7\""));
+        // A project made before the runtime's `manifests` feature gets it: its crdgen needs it.
+        let expected = toml.replace("\"0.0\"", "\"0.7\"").replace(
+            "path = \"rustbuilder/runtime\" }",
+            "path = \"rustbuilder/runtime\", features = [\"manifests\"] }",
+        );
+        assert_eq!(updated, expected);
         assert!(updated.contains("kube = { version = \"5\" }"));
+        assert_eq!(set_version_req(&updated, "0.7"), updated, "added twice");
     }
 }

@@ -31,8 +31,12 @@ struct Args {
 #[tokio::main]
 async fn main() -> Result<(), manager::Error> {
     let args = Args::parse();
-    let manager =
-        Manager::start(controller::MANAGER_NAME, LEADER_ELECTION_ID, args.manager).await?;
+    // `Manager::builder` also takes a tracing subscriber, a metrics registry, a client configuration
+    // and lease timings of your own.
+    let manager = Manager::builder(controller::MANAGER_NAME)
+        .leader_election_id(LEADER_ELECTION_ID)
+        .start(args.manager)
+        .await?;
     // +rustbuilder:scaffold:webhooks
     let controllers = manager.controllers();
     controllers.add(controller::apps::deployment::run(manager.clone()));

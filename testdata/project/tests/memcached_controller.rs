@@ -432,7 +432,7 @@ async fn the_controller_runs_memcached_end_to_end() {
         restored
             .note
             .unwrap_or_default()
-            .contains("back as specified")
+            .contains("Put Deployment sample back")
     );
 
     // Someone deletes the Deployment: the operator recreates it.

@@ -3,16 +3,20 @@
 
 //! The `Memcached` controller: runs memcached as a Deployment for each `Memcached`.
 //!
-//! [`reconcile`] reads top to bottom: find the Deployment, build the one that should exist, apply
-//! the difference, report the outcome in the status. Edit [`build_deployment`] (what runs) and
-//! [`desired_status`] (what is reported); keep the RBAC markers in line with the API calls.
+//! [`reconcile`] reads top to bottom: find the Deployment, apply the one that should exist, report
+//! the outcome in the status. Edit [`build_deployment`] (what runs) and [`desired_status`] (what is
+//! reported); keep the RBAC markers in line with the API calls.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::core::v1::{
+    Capabilities, Container, ContainerPort, PodSecurityContext, PodSpec, PodTemplateSpec,
+    SeccompProfile, SecurityContext,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, ObjectMeta};
 use kube::runtime::controller::Action;
 use kube::{Api, Client, Resource, ResourceExt};
 use rustbuilder_runtime::apply::{self, Applied};
@@ -20,15 +24,13 @@ use rustbuilder_runtime::events::Events;
 use rustbuilder_runtime::owned::{self, Owned};
 use rustbuilder_runtime::rollout::Rollout;
 use rustbuilder_runtime::{Manager, conditions};
-use serde_json::json;
 
 use crate::api::cache::v1alpha1::{Memcached, MemcachedStatus};
 use crate::controller::MANAGER_NAME;
 use crate::{Error, Result};
 
-// RBAC: exactly the calls made below. `/finalizers`: our Deployments block their owner's deletion,
-// which OwnerReferencesPermissionEnforcement checks; deployments `get`: one someone else made;
-// `/scale`: a change of size alone.
+// RBAC: exactly the calls made below. `/finalizers`: our Deployments block their owner's deletion;
+// deployments `get`: one someone else made; `/scale`: a change of size alone.
 // +rustbuilder:rbac:groups=cache.example.com,resources=memcacheds,verbs=list;watch
 // +rustbuilder:rbac:groups=cache.example.com,resources=memcacheds/status,verbs=patch
 // +rustbuilder:rbac:groups=cache.example.com,resources=memcacheds/finalizers,verbs=update
@@ -48,8 +50,7 @@ pub const PROGRESSING: &str = "Progressing";
 /// Something needs a human: a failure, a stuck rollout, a Deployment that is not ours.
 pub const DEGRADED: &str = "Degraded";
 
-/// How many objects may be reconciled at once (one object is never reconciled twice at once). A
-/// reconcile mostly waits for the API server, so workers are cheap.
+/// Reconciles at once (never two of one object). They mostly wait for the API server.
 const MAX_CONCURRENT_RECONCILES: u16 = 16;
 
 /// Everything a reconcile needs, shared by all of them.
@@ -66,19 +67,18 @@ pub struct Context {
 
 /// Runs the controller until shutdown is requested, then lets in-flight reconciles finish.
 pub async fn run(manager: Manager) {
-    // Deployments labelled `app.kubernetes.io/managed-by: <MANAGER_NAME>`, cached: reading one
-    // costs no API call, and a change to one reconciles the `Memcached` that owns it.
-    let deployments = manager.owned::<Deployment>();
+    // Our Deployments (labelled managed-by), cached, and the names of the others: finding one costs
+    // no API call, and a change to one reconciles the `Memcached` that owns it.
+    let deployments = manager.owned::<Deployment>().with_other_names();
     let ctx = Arc::new(Context {
         client: manager.client(),
         events: manager.events(),
         deployments: deployments.clone(),
         image: std::env::var(IMAGE_ENV).unwrap_or_else(|_| DEFAULT_IMAGE.into()),
     });
-    // Every Memcached the manager watches: cluster-wide, or in `--watch-namespace` only.
     manager
         .controller(manager.api::<Memcached>(), "cache-memcached")
-        .owns(deployments)
+        .owns(&deployments)
         .concurrency(MAX_CONCURRENT_RECONCILES)
         .run(reconcile, ctx)
         .await;
@@ -95,9 +95,7 @@ pub async fn reconcile(object: Arc<Memcached>, ctx: Arc<Context>) -> Result<Acti
     let objects = Api::<Memcached>::namespaced(ctx.client.clone(), &namespace);
     let deployments = Api::<Deployment>::namespaced(ctx.client.clone(), &namespace);
 
-    // The Deployment as it is, from the cache. The API server is asked only when a Deployment
-    // without our label has this name (someone else's?), or before the caches have listed.
-    let current = ctx.deployments.get(&namespace, &name).await?;
+    let current = ctx.deployments.find(&namespace, &name).await?;
     if let Some(current) = &current
         && !owned::controlled_by(current.as_ref(), object)
     {
@@ -114,48 +112,37 @@ pub async fn reconcile(object: Arc<Memcached>, ctx: Arc<Context>) -> Result<Acti
         return Ok(Action::requeue(Duration::from_secs(60)));
     }
 
-    // The Deployment as it should be. Applying skips the write when nothing differs, so a
-    // converged object costs no API call, and takes back any field someone else changed. A new
-    // size alone is written through the `scale` subresource, the cheapest write for the API server.
+    // No write when nothing differs; any field someone else changed is taken back. A new size
+    // alone goes through the `scale` subresource, the cheapest write for the API server.
     let desired = build_deployment(object, &ctx.image)?;
     let current = current.as_deref();
     let applied = apply::apply_scalable(&deployments, current, &desired, MANAGER_NAME).await?;
-    let Applied::Unchanged(deployment) = applied else {
-        // The Deployment controller acts next; its status update brings us back here to report it.
-        // Events tell what the status cannot: a Deployment created, or put back after someone else
-        // changed it. A change of our own spec shows in the status (`observedGeneration`).
-        let size = object.spec.size;
-        let reported = object.status.as_ref().and_then(|s| s.observed_generation) == generation;
-        let (reason, note) = match current {
-            None => (
-                "DeploymentCreated",
-                format!("Created Deployment {name} with {size} replicas"),
-            ),
-            Some(_) if reported => (
-                "DeploymentUpdated",
-                format!("Put Deployment {name} back as specified"),
-            ),
-            Some(_) => return Ok(Action::await_change()),
-        };
-        ctx.events.normal(object, reason, "Apply", &note);
-        return Ok(Action::await_change());
+    let deployment = match applied {
+        Applied::Unchanged(deployment) => deployment,
+        // The Deployment controller acts next, and its status update brings us back here. A change
+        // of our own spec shows in the status (`observedGeneration`); events tell the rest.
+        Applied::Changed(_) => {
+            let reported = object.status.as_ref().and_then(|s| s.observed_generation) == generation;
+            let (reason, note) = match current {
+                None => ("DeploymentCreated", format!("Created Deployment {name}")),
+                Some(_) if reported => ("DeploymentUpdated", format!("Put Deployment {name} back")),
+                Some(_) => return Ok(Action::await_change()),
+            };
+            ctx.events.normal(object, reason, "Apply", &note);
+            return Ok(Action::await_change());
+        }
     };
 
-    // The status, once the Deployment controller has seen the latest spec: when a condition
-    // changes, and once the rollout is complete (counts alone are not worth a write while Pods come
-    // and go). Nothing to poll: a change of the object or of its Deployment triggers the next reconcile.
-    let rollout = Rollout::of(&deployment);
-    if rollout.observed {
+    // Reported once the Deployment controller has seen the latest spec; written only when it changes.
+    if Rollout::of(&deployment).observed {
         let status = desired_status(object, &deployment);
-        if rollout.complete || conditions::changed(&own_conditions(object), &status.conditions) {
-            apply::status(&objects, object, &status, MANAGER_NAME).await?;
-        }
+        apply::status(&objects, object, &status, MANAGER_NAME).await?;
     }
     Ok(Action::await_change())
 }
 
-/// Labels of everything made for a `Memcached`; the selector uses only the stable ones. Keep
-/// `app.kubernetes.io/managed-by`: the controller watches the Deployments that carry it.
+/// Labels of everything made for a `Memcached`. Keep `app.kubernetes.io/managed-by`: the
+/// controller watches the Deployments that carry it.
 pub fn labels(name: &str, image: &str) -> BTreeMap<String, String> {
     let mut labels = selector_labels(name);
     if let Some(version) = image_version(image) {
@@ -166,7 +153,7 @@ pub fn labels(name: &str, image: &str) -> BTreeMap<String, String> {
 }
 
 /// Labels selecting the Pods of the `Memcached` called `name`. A Deployment's selector is
-/// immutable, so it must not contain anything that changes, such as the version.
+/// immutable: nothing that changes (the version) goes in.
 pub fn selector_labels(name: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
         ("app.kubernetes.io/name".into(), "memcached".into()),
@@ -187,69 +174,83 @@ pub fn image_version(image: &str) -> Option<String> {
 /// The Deployment a `Memcached` should have: a pure function of the object and the image.
 pub fn build_deployment(object: &Memcached, image: &str) -> Result<Deployment> {
     let name = object.name_any();
-    // The owner reference (controller: true) makes the garbage collector delete the Deployment
-    // with its Memcached (first, in a foreground deletion), and routes its changes to us.
-    let mut owner = object.controller_owner_ref(&()).ok_or_else(|| {
-        Error::InvalidObject(format!(
-            "Memcached {name} has no uid (not read from the API?)"
-        ))
-    })?;
+    // The controller reference: the garbage collector deletes the Deployment with its Memcached.
+    let mut owner = object
+        .controller_owner_ref(&())
+        .ok_or_else(|| Error::InvalidObject(format!("{name} has no uid: not read from the API")))?;
     owner.block_owner_deletion = Some(true);
     let labels = labels(&name, image);
-    let deployment = json!({
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {
-            "name": name,
-            "namespace": object.namespace(),
-            "labels": labels,
-            "ownerReferences": [owner],
+    let command = ["memcached", "--memory-limit=64", "-o", "modern", "-v"].map(String::from);
+    // The "restricted" Pod Security Standard: no root, no privilege escalation, no capabilities.
+    let container = Container {
+        name: "memcached".into(),
+        image: Some(image.into()),
+        image_pull_policy: Some("IfNotPresent".into()),
+        command: Some(command.into()),
+        ports: Some(vec![ContainerPort {
+            name: Some("memcached".into()),
+            container_port: 11211,
+            protocol: Some("TCP".into()),
+            ..Default::default()
+        }]),
+        security_context: Some(SecurityContext {
+            run_as_non_root: Some(true),
+            run_as_user: Some(1001),
+            allow_privilege_escalation: Some(false),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".into()]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let pod = PodSpec {
+        security_context: Some(PodSecurityContext {
+            run_as_non_root: Some(true),
+            seccomp_profile: Some(SeccompProfile {
+                type_: "RuntimeDefault".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        containers: vec![container],
+        ..Default::default()
+    };
+    Ok(Deployment {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            namespace: object.namespace(),
+            labels: Some(labels.clone()),
+            owner_references: Some(vec![owner]),
+            ..Default::default()
         },
-        "spec": {
-            "replicas": object.spec.size,
-            "selector": { "matchLabels": selector_labels(&name) },
-            "template": {
-                "metadata": { "labels": labels },
-                "spec": {
-                    // The "restricted" Pod Security Standard: no root, no privilege escalation, no
-                    // capabilities, the runtime's default seccomp profile.
-                    "securityContext": {
-                        "runAsNonRoot": true,
-                        "seccompProfile": { "type": "RuntimeDefault" },
-                    },
-                    "containers": [{
-                        "name": "memcached",
-                        "image": image,
-                        "imagePullPolicy": "IfNotPresent",
-                        "command": ["memcached", "--memory-limit=64", "-o", "modern", "-v"],
-                        "ports": [{
-                            "name": "memcached",
-                            "containerPort": 11211,
-                            "protocol": "TCP",
-                        }],
-                        "securityContext": {
-                            "runAsNonRoot": true,
-                            "runAsUser": 1001,
-                            "allowPrivilegeEscalation": false,
-                            "capabilities": { "drop": ["ALL"] },
-                        },
-                    }],
-                },
+        spec: Some(DeploymentSpec {
+            replicas: Some(object.spec.size),
+            selector: LabelSelector {
+                match_labels: Some(selector_labels(&name)),
+                ..Default::default()
             },
-        },
-    });
-    Ok(serde_json::from_value(deployment)?)
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels),
+                    ..Default::default()
+                }),
+                spec: Some(pod),
+            },
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
 }
 
 /// The status a `Memcached` should report, given its Deployment: a pure function.
 ///
-/// - Available is True while at least one Pod serves, so scaling never makes it flap.
-/// - Progressing is True while the Deployment replaces its Pods with ones of the latest template
-///   (a new image, say). Scaling alone is not a rollout, as for the Deployment itself.
-/// - Degraded is True when the Deployment cannot create Pods or its rollout is stuck.
+/// - Available: at least one Pod serves, so scaling never makes it flap.
+/// - Progressing: Pods of an older template are being replaced (scaling alone is no rollout).
+/// - Degraded: the Deployment cannot create Pods, or its rollout is stuck.
 ///
-/// Messages name no counts (those are in `replicas` and `readyReplicas`), so the conditions change
-/// only when a verdict does.
+/// Messages name no counts (`replicas` and `readyReplicas` do), so conditions change only with a verdict.
 pub fn desired_status(object: &Memcached, deployment: &Deployment) -> MemcachedStatus {
     let rollout = Rollout::of(deployment);
     let available = match rollout.available_replicas > 0 {
@@ -273,10 +274,8 @@ pub fn desired_status(object: &Memcached, deployment: &Deployment) -> MemcachedS
         (PROGRESSING, progressing),
         (DEGRADED, degraded),
     ] {
-        conditions::set(
-            &mut conditions,
-            conditions::new(type_, status, reason, message, generation),
-        );
+        let condition = conditions::new(type_, status, reason, message, generation);
+        conditions::set(&mut conditions, condition);
     }
     let selector = selector_labels(&object.name_any())
         .into_iter()
@@ -463,7 +462,7 @@ mod tests {
         );
 
         // Scaling to 5: the Deployment lacks its minimum availability, but Pods serve and every one
-        // runs the latest template. Only counts move, so nothing is written until it completes.
+        // runs the latest template. Only counts move; the conditions stay.
         let scaling = deployed(
             &sample(5),
             3,
