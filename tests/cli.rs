@@ -2424,6 +2424,36 @@ fn update_runtime_restores_the_vendored_crates() {
     );
 }
 
+#[test]
+fn the_packages_copy_of_the_runtime_crates_is_the_repositorys() {
+    // The CLI's package carries what `init` copies through `vendored/` (see build.rs): links to
+    // exactly the files a project gets, which `make test-package` checks end to end.
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (vendored, source) in [
+        ("vendored/runtime", "crates/rustbuilder-runtime"),
+        ("vendored/envtest", "crates/rustbuilder-envtest"),
+    ] {
+        for (link, target) in [
+            ("Cargo.toml.in", "Cargo.toml"),
+            ("README.md", "README.md"),
+            ("src", "src"),
+        ] {
+            let link = repo.join(vendored).join(link);
+            assert!(
+                std::fs::symlink_metadata(&link).is_ok_and(|m| m.file_type().is_symlink()),
+                "{} is not a symlink",
+                link.display()
+            );
+            assert_eq!(
+                link.canonicalize().unwrap(),
+                repo.join(source).join(target).canonicalize().unwrap(),
+                "{} points elsewhere",
+                link.display()
+            );
+        }
+    }
+}
+
 /// The tutorial's project (`init` + `create api`) with the runtime crates from crates.io.
 fn registry_project() -> tempfile::TempDir {
     let dir = tempfile::Builder::new()
