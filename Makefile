@@ -19,6 +19,12 @@ export CARGO_PROFILE_DEV_DEBUG ?= line-tables-only
 CACHE_LIMIT_MB ?= 25000
 
 RUSTBUILDER := $(CARGO_TARGET_DIR)/debug/rustbuilder
+
+# Each step of `make test` ends with a line saying how long it took, so CI's log shows where the time goes:
+# a step's recipe starts with $(step-start) and ends with $(step-end).
+STEP_TIMES := bin/step-times
+step-start = @mkdir -p $(STEP_TIMES) && date +%s > $(STEP_TIMES)/$@
+step-end = @echo "==> $@: $$(( $$(date +%s) - $$(cat $(STEP_TIMES)/$@) ))s (ended $$(date -u +%T) UTC)"
 ENVTEST_K8S_VERSION ?= 1.36.3
 TESTDATA := testdata/project-basic testdata/project testdata/project-multigroup testdata/project-webhooks
 
@@ -35,7 +41,9 @@ help: ## Show the targets.
 
 .PHONY: build
 build: ## Build the rustbuilder CLI.
+	$(step-start)
 	cargo build --locked
+	$(step-end)
 
 .PHONY: install
 install: ## Install rustbuilder into ~/.cargo/bin.
@@ -43,44 +51,68 @@ install: ## Install rustbuilder into ~/.cargo/bin.
 
 .PHONY: lint
 lint: ## Check formatting, clippy and rustdoc for the CLI and the runtime crates.
+	$(step-start)
 	cargo fmt --all --check
 	cargo clippy --locked --workspace --all-targets -- -D warnings
 	# The runtime crates leave the Kubernetes version to the binary that uses them; rustdoc needs one.
 	K8S_OPENAPI_ENABLED_VERSION=1.36 RUSTDOCFLAGS="-D warnings" cargo doc --locked --workspace --no-deps --all-features
+	$(step-end)
 
 .PHONY: test
-test: prune-cache build lint test-cli test-runtime verify-testdata test-testdata test-helm test-docs test-drills ## Run every test: CLI, runtime crates, golden projects, their own tests on a real control plane, the Helm chart, fault drills.
+test: test-start prune-cache build lint test-cli test-package test-runtime verify-testdata test-testdata test-helm test-docs test-drills ## Run every test: CLI, runtime crates, their packages, golden projects, their own tests on a real control plane, the Helm chart, fault drills.
+	@echo "==> make test: $$(( $$(date +%s) - $$(cat $(STEP_TIMES)/test-start) ))s in all"
+
+.PHONY: test-start
+test-start:
+	$(step-start)
 
 .PHONY: prune-cache
 prune-cache: ## Empty a shared debug target dir that has grown past CACHE_LIMIT_MB.
+	$(step-start)
 	@for dir in $(CARGO_TARGET_DIR)/debug $(PROJECTS_TARGET_DIR)/debug; do \
 	  if [ -d $$dir ] && [ $$(du -sm $$dir | cut -f1) -gt $(CACHE_LIMIT_MB) ]; then \
 	    echo "prune-cache: $$dir is over $(CACHE_LIMIT_MB) MB; emptying it"; rm -rf $$dir; \
 	  fi; \
 	done
+	$(step-end)
 
 .PHONY: test-cli
 test-cli: ## Unit and integration tests of the CLI.
+	$(step-start)
 	cargo test --locked
+	$(step-end)
+
+.PHONY: test-package
+test-package: build ## `cargo package` of the CLI and the runtime crates; a CLI installed from its package scaffolds what this one does.
+	$(step-start)
+	RUSTBUILDER=$(RUSTBUILDER) hack/test-package.sh
+	$(step-end)
 
 .PHONY: envtest
 envtest: build ## Provide the control-plane binaries, the simulated cluster's too (downloaded, kwok built with Go, the first time).
+	$(step-start)
 	$(RUSTBUILDER) envtest use $(ENVTEST_K8S_VERSION) --cluster -p path
+	$(step-end)
 
 ASSETS = $$($(RUSTBUILDER) envtest use $(ENVTEST_K8S_VERSION) --cluster -p path)
 
 .PHONY: test-runtime
 test-runtime: build envtest ## Test rustbuilder-runtime and rustbuilder-envtest on a real control plane.
+	$(step-start)
 	KUBEBUILDER_ASSETS="$(ASSETS)" cargo test --locked -p rustbuilder-runtime -p rustbuilder-envtest
+	$(step-end)
 
 .PHONY: testdata
 testdata: build ## Regenerate the sample projects in testdata/ from their PROJECT files (manifests included).
+	$(step-start)
 	for project in $(TESTDATA); do \
 	  CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) $(RUSTBUILDER) alpha generate --input-dir $$project; \
 	done
+	$(step-end)
 
 .PHONY: verify-testdata
 verify-testdata: testdata ## Fail when testdata/ differs from what rustbuilder generates.
+	$(step-start)
 	for project in $(TESTDATA); do \
 	  CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) $(RUSTBUILDER) manifests --check --dir $$project; \
 	done
@@ -88,17 +120,21 @@ verify-testdata: testdata ## Fail when testdata/ differs from what rustbuilder g
 	  git status --short -- testdata; git --no-pager diff --stat -- testdata; \
 	  echo "testdata/ is out of date: run 'make testdata' and commit the result" >&2; exit 1; \
 	fi
+	$(step-end)
 
 # The golden projects must not need the CLI: their tests run with a PATH that has no rustbuilder on it.
 NO_RUSTBUILDER_PATH := $(shell printf '%s\n' "$$PATH" | tr ':' '\n' | while read -r dir; do [ -x "$$dir/rustbuilder" ] || echo "$$dir"; done | paste -sd: -)
 
 .PHONY: test-testdata
 test-testdata: build envtest ## Lint and test each sample project (envtest: a real etcd + kube-apiserver).
+	$(step-start)
 	for project in $(TESTDATA); do \
-	  echo "==> $$project"; \
+	  echo "==> $$project"; start=$$(date +%s); \
 	  env -u KUBEBUILDER_ASSETS PATH="$(NO_RUSTBUILDER_PATH)" \
 	    $(MAKE) -C $$project lint test test-e2e CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR); \
+	  echo "==> $$project: $$(( $$(date +%s) - start ))s"; \
 	done
+	$(step-end)
 
 # helm, built from Go modules like the control plane (minutes the first time), cached by version outside
 # the clone; the lock lets parallel runs share one build.
@@ -117,18 +153,22 @@ $(HELM):
 
 .PHONY: test-helm
 test-helm: envtest helm ## The golden project's Helm chart: helm lint and template, then install on a local cluster.
+	$(step-start)
 	HELM=$(HELM) KUBEBUILDER_ASSETS="$(ASSETS)" CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) hack/test-helm.sh testdata/project
+	$(step-end)
 
 # The golden operator as a process the drills can kill; hack/drills builds with the projects' target dir.
 DRILLS := hack/drills/Cargo.toml
 
 .PHONY: test-drills
 test-drills: testdata envtest oci-image ## Fault drills (docs/reliability.md), the deploy path and the image (docs/deploy.md).
+	$(step-start)
 	cargo fmt --manifest-path $(DRILLS) --check
 	CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) cargo clippy --locked --manifest-path $(DRILLS) --all-targets -- -D warnings
 	DRILLS_OPERATOR=$(OPERATOR) DRILLS_IMAGE=$(CURDIR)/$(OCI_IMAGE) \
 	  KUBEBUILDER_ASSETS="$(ASSETS)" CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) \
 	  cargo test --locked --manifest-path $(DRILLS) -- --nocapture
+	$(step-end)
 
 # The golden operator the drills run and its image holds (docs/deploy.md): a debug build linked
 # statically (glibc's static C runtime; no musl toolchain needed). `cargo rustc` gives the flag to the
@@ -138,19 +178,25 @@ OCI_IMAGE := bin/oci/project
 
 .PHONY: operator
 operator: testdata
+	$(step-start)
 	CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) cargo rustc --locked --manifest-path testdata/project/Cargo.toml \
 	  --bin project -- -C target-feature=+crt-static
+	$(step-end)
 
 .PHONY: oci-image
 oci-image: operator ## The golden operator's container image, built without Docker: an OCI image layout in bin/oci/project.
+	$(step-start)
 	python3 hack/oci-image.py --binary $(OPERATOR) --output $(OCI_IMAGE) --tag project:latest
+	$(step-end)
 
 DOCS := docs/getting-started.md docs/zh/getting-started.md
 
 .PHONY: test-docs
 test-docs: build envtest ## Check the tutorials' snippets against testdata/project and run their commands.
+	$(step-start)
 	PATH="$(dir $(RUSTBUILDER)):$$PATH" KUBEBUILDER_ASSETS="$(ASSETS)" CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) \
 	  python3 hack/doc-test.py $(DOCS)
+	$(step-end)
 
 # Kubebuilder's own PROJECT files (Kubebuilder's testdata and book projects, one `<name>/PROJECT` per
 # directory), made into Rust projects and tested as users would. Not part of `make test`: it builds a

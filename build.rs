@@ -3,28 +3,38 @@
 //! `templates/` is embedded by `include_dir!`, which cargo does not track on its own. The runtime crates are
 //! embedded file by file through a generated list (`$OUT_DIR/vendored.rs`) holding only what a project
 //! builds on: each crate's `Cargo.toml`, `README.md` and `src/**`, never `tests/`, `examples/` or `target/`.
+//!
+//! In the repository they are read from `crates/`. The CLI's package (`cargo package`, `cargo install`)
+//! cannot hold `crates/`, which are packages of their own, so it carries them in `vendored/`: symlinks into
+//! `crates/` that `cargo package` stores as plain files, the manifest as `Cargo.toml.in` (a directory holding
+//! a `Cargo.toml` would be a package of its own, and left out).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-/// The crates copied into a generated project: (directory in this repository, directory under
-/// the project's `rustbuilder/`).
+/// The crates copied into a generated project: (package name, directory under `vendored/` in the CLI's
+/// package and under the project's `rustbuilder/`).
 const CRATES: &[(&str, &str)] = &[
-    ("crates/rustbuilder-runtime", "runtime"),
-    ("crates/rustbuilder-envtest", "envtest"),
+    ("rustbuilder-runtime", "runtime"),
+    ("rustbuilder-envtest", "envtest"),
 ];
 
 fn main() {
     println!("cargo:rerun-if-changed=templates");
     let root = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let mut files: Vec<(String, PathBuf)> = Vec::new();
-    for (source, target) in CRATES {
-        let dir = root.join(source);
-        for name in ["Cargo.toml", "README.md"] {
+    for (package, target) in CRATES {
+        let (source, manifest) = if root.join("crates").join(package).is_dir() {
+            (format!("crates/{package}"), "Cargo.toml")
+        } else {
+            (format!("vendored/{target}"), "Cargo.toml.in")
+        };
+        let dir = root.join(&source);
+        for (name, as_name) in [(manifest, "Cargo.toml"), ("README.md", "README.md")] {
             let path = dir.join(name);
             if path.is_file() {
                 println!("cargo:rerun-if-changed={source}/{name}");
-                files.push((format!("{target}/{name}"), path));
+                files.push((format!("{target}/{as_name}"), path));
             } else {
                 // Rebuild once the file appears.
                 println!("cargo:rerun-if-changed={source}");
@@ -33,7 +43,7 @@ fn main() {
         println!("cargo:rerun-if-changed={source}/src");
         assert!(
             dir.join("src/lib.rs").is_file(),
-            "{source}/src/lib.rs is missing: the CLI embeds the runtime crates and must be built from the repository"
+            "{source}/src/lib.rs is missing: the CLI embeds the runtime crates, from `crates/` in the repository or `vendored/` in its package"
         );
         walk(&dir, &dir.join("src"), target, &mut files);
     }

@@ -76,6 +76,10 @@ pub struct PluginConfig {
     pub owner: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resources: Vec<PluginResource>,
+    /// Where the project gets rustbuilder's runtime crates (Rust plugin only, `init --runtime-source`):
+    /// `registry` for crates.io; absent for the copy in the project's `rustbuilder/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_source: Option<String>,
 }
 
 /// One resource scaffolded by a plugin, with the plugin's own options.

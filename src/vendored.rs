@@ -3,7 +3,9 @@
 //! `init` writes them into the project's [`DIR`] (`rustbuilder/runtime/`, `rustbuilder/envtest/`), and the
 //! project depends on them by `version` + `path`: it builds with only crates.io reachable, and publishing
 //! it later drops the path. rustbuilder owns that directory: `rustbuilder alpha update-runtime` makes it
-//! exactly the runtime of the installed rustbuilder again.
+//! exactly the runtime of the installed rustbuilder again. A project made with `init --runtime-source
+//! registry` has no copy: it depends on the crates on crates.io, and `update-runtime` moves its version
+//! requirements.
 
 use std::path::{Path, PathBuf};
 
@@ -80,10 +82,18 @@ pub fn add_to(plan: &mut Plan) -> Result<()> {
 }
 
 /// Plans the refresh of an existing project's [`DIR`]: every vendored file as this rustbuilder ships it,
-/// the removal of files a crate no longer has, and the version requirements in `Cargo.toml`.
+/// the removal of files a crate no longer has, and the version requirements in `Cargo.toml`. For a
+/// project on the crates.io runtime, only the requirements.
 pub fn update(dir: &Path) -> Result<Plan> {
-    crate::project::Project::load(dir)?;
+    use crate::plugins::rust::RuntimeSource;
+    let project = crate::project::Project::load(dir)?;
     let mut plan = Plan::new(dir);
+    let source = RuntimeSource::of(&project)?;
+    if source == RuntimeSource::Registry {
+        let req = source.version_req();
+        plan.edit("Cargo.toml", |text| set_version_req(text, &req))?;
+        return Ok(plan);
+    }
     add_to(&mut plan)?;
     let shipped: std::collections::BTreeSet<PathBuf> =
         files().into_iter().map(|(path, _)| path).collect();
@@ -121,20 +131,25 @@ fn list_files(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
-/// Sets `version = "..."` in the `rustbuilder-runtime` and `rustbuilder-envtest` dependency lines.
+/// Sets the version requirement in the `rustbuilder-runtime` and `rustbuilder-envtest` dependency lines:
+/// `version = "..."` in a table, or the string of `name = "..."`.
 fn set_version_req(cargo_toml: &str, req: &str) -> String {
     let mut out: Vec<String> = Vec::new();
     for line in cargo_toml.lines() {
-        let is_runtime = ["rustbuilder-runtime", "rustbuilder-envtest"]
+        let value = ["rustbuilder-runtime", "rustbuilder-envtest"]
             .iter()
-            .any(|name| line.trim_start().starts_with(&format!("{name} = {{")));
-        let updated = is_runtime
-            .then(|| {
-                let start = line.find("version = \"")? + "version = \"".len();
-                let end = start + line[start..].find('"')?;
-                Some(format!("{}{req}{}", &line[..start], &line[end..]))
-            })
-            .flatten();
+            .find_map(|name| line.trim_start().strip_prefix(&format!("{name} = ")));
+        let updated = value.and_then(|value| {
+            let start = if value.starts_with('{') {
+                line.find("version = \"")? + "version = \"".len()
+            } else if value.starts_with('"') {
+                line.len() - value.len() + 1
+            } else {
+                return None;
+            };
+            let end = start + line[start..].find('"')?;
+            Some(format!("{}{req}{}", &line[..start], &line[end..]))
+        });
         let updated = updated.unwrap_or_else(|| line.to_string());
         out.push(with_manifests_feature(&updated));
     }
@@ -148,8 +163,17 @@ fn set_version_req(cargo_toml: &str, req: &str) -> String {
 /// The runtime's dependency line with its `manifests` feature, which `crdgen` needs (projects made
 /// before the feature existed lack it); any other line as it is.
 fn with_manifests_feature(line: &str) -> String {
-    let is_runtime_table = line.trim_start().starts_with("rustbuilder-runtime = {");
-    if !is_runtime_table || line.contains("features") {
+    let Some(value) = line.trim_start().strip_prefix("rustbuilder-runtime = ") else {
+        return line.to_string();
+    };
+    if value.starts_with('"') {
+        let indent = &line[..line.len() - line.trim_start().len()];
+        let value = value.trim_end();
+        return format!(
+            "{indent}rustbuilder-runtime = {{ version = {value}, features = [\"manifests\"] }}"
+        );
+    }
+    if line.contains("features") {
         return line.to_string();
     }
     match line.rfind('}') {
@@ -229,5 +253,18 @@ mod tests {
         assert_eq!(updated, expected);
         assert!(updated.contains("kube = { version = \"5\" }"));
         assert_eq!(set_version_req(&updated, "0.7"), updated, "added twice");
+    }
+
+    #[test]
+    fn registry_requirements_are_rewritten_in_place() {
+        let toml = "[dependencies]\nrustbuilder-runtime = { version = \"0.0.3\", features = [\"manifests\"] }\nkube = \"5\"\n\n[dev-dependencies]\nrustbuilder-envtest = \"0.0.3\"\n";
+        let updated = set_version_req(toml, "0.7.1");
+        assert_eq!(updated, toml.replace("\"0.0.3\"", "\"0.7.1\""));
+        // Written before the runtime's `manifests` feature: it gets the feature.
+        let plain = set_version_req("rustbuilder-runtime = \"0.0.3\"\n", "0.7.1");
+        assert_eq!(
+            plain,
+            "rustbuilder-runtime = { version = \"0.7.1\", features = [\"manifests\"] }\n"
+        );
     }
 }

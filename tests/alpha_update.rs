@@ -117,21 +117,25 @@ fn sources(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 
 /// The tutorial's project as rustbuilder 0.0.9 scaffolded it, committed in its own repository.
 fn old_project() -> tempfile::TempDir {
+    old_project_with(&[])
+}
+
+/// [`old_project`], with more `init` flags.
+fn old_project_with(init_flags: &[&str]) -> tempfile::TempDir {
     let dir = tempfile::Builder::new()
         .prefix("memcached-operator")
         .tempdir()
         .unwrap();
     let d = dir.path();
-    ok(
-        d,
-        &[
-            "init",
-            "--domain",
-            "example.com",
-            "--project-name",
-            "memcached-operator",
-        ],
-    );
+    let mut init = vec![
+        "init",
+        "--domain",
+        "example.com",
+        "--project-name",
+        "memcached-operator",
+    ];
+    init.extend_from_slice(init_flags);
+    ok(d, &init);
     ok(
         d,
         &[
@@ -277,6 +281,29 @@ fn an_update_brings_the_new_scaffold_and_keeps_every_user_edit() {
         stderr(&output)
     );
     assert_eq!(tree(d), before);
+}
+
+#[test]
+fn an_update_keeps_a_project_on_the_crates_io_runtime() {
+    let dir = old_project_with(&["--runtime-source", "registry"]);
+    let d = dir.path();
+    let cargo_toml = read(d, "Cargo.toml");
+    let older = older();
+    ok(
+        d,
+        &["alpha", "update", "--from-binary", older.to_str().unwrap()],
+    );
+    // The update came, and brought no copy of the runtime.
+    assert!(read(d, "PROJECT").contains(&format!("cliVersion: {NEW_VERSION}\n")));
+    assert!(read(d, "PROJECT").contains("    runtimeSource: registry\n"));
+    assert!(!d.join("rustbuilder").exists());
+    assert_eq!(read(d, "Cargo.toml"), cargo_toml);
+    let runtime = format!(
+        "\nrustbuilder-runtime = {{ version = \"{NEW_VERSION}\", features = [\"manifests\"] }}\n"
+    );
+    assert!(cargo_toml.contains(&runtime), "{cargo_toml}");
+    let (_out, new) = new_scaffold(d);
+    assert_eq!(sources(d), sources(&new));
 }
 
 #[test]

@@ -2424,6 +2424,189 @@ fn update_runtime_restores_the_vendored_crates() {
     );
 }
 
+#[test]
+fn the_packages_copy_of_the_runtime_crates_is_the_repositorys() {
+    // The CLI's package carries what `init` copies through `vendored/` (see build.rs): links to
+    // exactly the files a project gets, which `make test-package` checks end to end.
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (vendored, source) in [
+        ("vendored/runtime", "crates/rustbuilder-runtime"),
+        ("vendored/envtest", "crates/rustbuilder-envtest"),
+    ] {
+        for (link, target) in [
+            ("Cargo.toml.in", "Cargo.toml"),
+            ("README.md", "README.md"),
+            ("src", "src"),
+        ] {
+            let link = repo.join(vendored).join(link);
+            assert!(
+                std::fs::symlink_metadata(&link).is_ok_and(|m| m.file_type().is_symlink()),
+                "{} is not a symlink",
+                link.display()
+            );
+            assert_eq!(
+                link.canonicalize().unwrap(),
+                repo.join(source).join(target).canonicalize().unwrap(),
+                "{} points elsewhere",
+                link.display()
+            );
+        }
+    }
+}
+
+/// The tutorial's project (`init` + `create api`) with the runtime crates from crates.io.
+fn registry_project() -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix("memcached-operator")
+        .tempdir()
+        .unwrap();
+    ok(
+        dir.path(),
+        &[
+            "init",
+            "--domain",
+            "example.com",
+            "--project-name",
+            "memcached-operator",
+            "--runtime-source",
+            "registry",
+        ],
+    );
+    ok(
+        dir.path(),
+        &[
+            "create",
+            "api",
+            "--group",
+            "cache",
+            "--version",
+            "v1alpha1",
+            "--kind",
+            "Memcached",
+        ],
+    );
+    dir
+}
+
+#[test]
+fn runtime_source_registry_depends_on_crates_io_and_copies_nothing() {
+    let registry = registry_project();
+    let vendored = memcached_project();
+    let root = registry.path();
+    let version = env!("CARGO_PKG_VERSION");
+
+    // The vendored runtime is the default, and PROJECT records only the other choice.
+    assert!(!read(vendored.path(), "PROJECT").contains("runtimeSource"));
+    assert!(
+        read(root, "PROJECT").contains("\n    runtimeSource: registry\n"),
+        "{}",
+        read(root, "PROJECT")
+    );
+    assert!(!root.join("rustbuilder").exists());
+    let cargo_toml = read(root, "Cargo.toml");
+    for line in [
+        format!(
+            "\nrustbuilder-runtime = {{ version = \"{version}\", features = [\"manifests\"] }}\n"
+        ),
+        format!("\nrustbuilder-envtest = \"{version}\"\n"),
+    ] {
+        assert!(cargo_toml.contains(&line), "no {line:?} in:\n{cargo_toml}");
+    }
+    assert!(
+        !cargo_toml.contains("path = \"rustbuilder/"),
+        "{cargo_toml}"
+    );
+    assert!(!read(root, "Dockerfile").contains("rustbuilder/"));
+    assert!(!read(root, "README.md").contains("`rustbuilder/`"));
+    assert!(read(vendored.path(), "Dockerfile").contains("COPY rustbuilder/ rustbuilder/"));
+    assert!(read(vendored.path(), "README.md").contains("`rustbuilder/`"));
+
+    // Everything else is the same project.
+    let differs = ["Cargo.toml", "Dockerfile", "README.md", "PROJECT"];
+    let others = |dir: &Path| {
+        let mut files = tree(dir);
+        files.retain(|path, _| {
+            !path.starts_with("rustbuilder") && !differs.iter().any(|d| path == Path::new(d))
+        });
+        files
+    };
+    assert!(others(root) == others(vendored.path()));
+
+    // Commands after `init` keep to it: PROJECT's record survives `create api`, and `alpha generate`
+    // rebuilds the same project from it.
+    let (_out, again) = regenerated(root);
+    assert_eq!(tree(&again), tree(root));
+}
+
+#[test]
+fn update_runtime_moves_a_registry_projects_requirements() {
+    let dir = registry_project();
+    let root = dir.path();
+    let pristine = tree(root);
+    let version = env!("CARGO_PKG_VERSION");
+    let mut text = read(root, "Cargo.toml");
+    for name in ["rustbuilder-runtime", "rustbuilder-envtest"] {
+        text = text.replace(
+            &format!("{name} = \"{version}\""),
+            &format!("{name} = \"0.0.1\""),
+        );
+    }
+    std::fs::write(root.join("Cargo.toml"), text).unwrap();
+    assert_eq!(read(root, "Cargo.toml").matches("\"0.0.1\"").count(), 2);
+
+    let output = ok(root, &["alpha", "update-runtime"]);
+    let report = stderr(&output);
+    assert!(report.contains("Updating Cargo.toml"), "{report}");
+    assert!(
+        report.contains(&format!(
+            "Cargo.toml to the runtime of rustbuilder {version}"
+        )),
+        "{report}"
+    );
+    // Only the requirements moved; nothing was copied in.
+    assert_eq!(tree(root), pristine);
+
+    let again = ok(root, &["alpha", "update-runtime"]);
+    assert!(
+        stderr(&again).contains("Cargo.toml already asks for the runtime"),
+        "{}",
+        stderr(&again)
+    );
+}
+
+#[test]
+fn bad_runtime_sources_are_refused() {
+    let empty = tempfile::tempdir().unwrap();
+    refused(
+        empty.path(),
+        &["init", "--runtime-source", "git"],
+        &["invalid value 'git'", "vendored", "registry"],
+    );
+    let dir = memcached_project();
+    let project = read(dir.path(), "PROJECT");
+    std::fs::write(
+        dir.path().join("PROJECT"),
+        project.replace(
+            "    license: apache2\n",
+            "    license: apache2\n    runtimeSource: git\n",
+        ),
+    )
+    .unwrap();
+    for args in [
+        &["alpha", "update-runtime"][..],
+        &["alpha", "generate", "--skip-manifests"],
+    ] {
+        refused(
+            dir.path(),
+            args,
+            &[
+                "unknown runtimeSource `git` in PROJECT",
+                "`vendored` or `registry`",
+            ],
+        );
+    }
+}
+
 /// `init` + `create api` with `PATH` holding no rustfmt.
 fn scaffold_without_rustfmt(dir: &Path, args: &[&[&str]]) -> Vec<String> {
     let no_tools = tempfile::tempdir().unwrap();

@@ -40,8 +40,9 @@ pub struct UpdateArgs {
 /// Refresh the project's `rustbuilder/` directory to the runtime of this rustbuilder.
 ///
 /// `rustbuilder/runtime/` and `rustbuilder/envtest/` become exactly the crates this rustbuilder ships
-/// (files they no longer have are removed), and their version requirements in Cargo.toml follow. Nothing
-/// else is touched; review the change with `git diff`.
+/// (files they no longer have are removed), and their version requirements in Cargo.toml follow. A project
+/// on the crates.io runtime (`init --runtime-source registry`) has no copy: only the requirements move to
+/// this rustbuilder's version. Nothing else is touched; review the change with `git diff`.
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "Example:\n  rustbuilder alpha update-runtime\n  git diff --stat rustbuilder/"
@@ -81,16 +82,19 @@ pub fn run(command: Command) -> Result<()> {
 }
 
 fn update_runtime(args: UpdateRuntimeArgs) -> Result<()> {
+    use crate::plugins::rust::RuntimeSource;
+    let project = crate::project::Project::load(&args.project.dir)?;
+    let (what, holds) = match RuntimeSource::of(&project)? {
+        RuntimeSource::Vendored => (format!("{}/", crate::vendored::DIR), "holds"),
+        RuntimeSource::Registry => ("Cargo.toml".to_string(), "asks for"),
+    };
     let plan = crate::vendored::update(&args.project.dir)?;
     let changed = plan.apply()?;
     let version = env!("CARGO_PKG_VERSION");
     if changed.is_empty() {
         shell::status(
             "Fresh",
-            format!(
-                "{}/ already holds the runtime of rustbuilder {version}",
-                crate::vendored::DIR
-            ),
+            format!("{what} already {holds} the runtime of rustbuilder {version}"),
         );
         return Ok(());
     }
@@ -99,8 +103,7 @@ fn update_runtime(args: UpdateRuntimeArgs) -> Result<()> {
     shell::status(
         "Updated",
         format!(
-            "{}/ to the runtime of rustbuilder {version} ({count} file{})",
-            crate::vendored::DIR,
+            "{what} to the runtime of rustbuilder {version} ({count} file{})",
             if count == 1 { "" } else { "s" }
         ),
     );

@@ -37,6 +37,9 @@ pub struct Args {
     /// RoleBinding there instead of cluster-wide ones.
     #[arg(long)]
     pub namespaced: bool,
+    /// Where the project gets rustbuilder's runtime crates; recorded in PROJECT.
+    #[arg(long, value_enum, value_name = "SOURCE", default_value_t = RuntimeSource::Vendored)]
+    pub runtime_source: RuntimeSource,
     /// Directory to scaffold into; created when missing.
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub dir: PathBuf,
@@ -49,6 +52,25 @@ pub enum License {
     Apache2,
     /// No license header.
     None,
+}
+
+/// The `--runtime-source` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RuntimeSource {
+    /// A copy in the project's `rustbuilder/` (refreshed by `rustbuilder alpha update-runtime`): builds with
+    /// crates.io alone, before the runtime crates are published.
+    Vendored,
+    /// `rustbuilder-runtime = "<version>"` from crates.io, no copy: once rustbuilder is published there.
+    Registry,
+}
+
+impl From<RuntimeSource> for rust::RuntimeSource {
+    fn from(source: RuntimeSource) -> Self {
+        match source {
+            RuntimeSource::Vendored => rust::RuntimeSource::Vendored,
+            RuntimeSource::Registry => rust::RuntimeSource::Registry,
+        }
+    }
 }
 
 impl From<License> for rust::License {
@@ -80,6 +102,7 @@ pub fn run(args: Args) -> Result<()> {
         license: args.license.into(),
         multigroup: args.multigroup,
         namespaced: args.namespaced,
+        runtime_source: args.runtime_source.into(),
     };
     let plan = crate::plugins::rust::init(&args.dir, &options)?;
     shell::written(plan.apply()?);

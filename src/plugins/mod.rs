@@ -46,6 +46,7 @@ pub fn generate(project: &Project, input: &Path, output: &Path) -> Result<()> {
         license: rust::License::from_key(rust_plugin.and_then(|p| p.license.as_deref()))?,
         multigroup: project.multigroup,
         namespaced: project.namespaced,
+        runtime_source: rust::RuntimeSource::of(project)?,
     };
     rust::init(output, &init_options)?.apply()?;
     for resource in &project.resources {

@@ -47,6 +47,58 @@ impl License {
     }
 }
 
+/// Where a project gets rustbuilder's runtime crates (rustbuilder-runtime, and rustbuilder-envtest for its
+/// tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuntimeSource {
+    /// A copy in the project's `rustbuilder/`, depended on by `version` and `path`: builds with crates.io
+    /// alone, before any rustbuilder release is published.
+    Vendored,
+    /// crates.io, by version: `rustbuilder-runtime = "<version>"`, no copy in the project.
+    Registry,
+}
+
+impl RuntimeSource {
+    /// The value PROJECT records, `None` for the default.
+    fn key(self) -> Option<&'static str> {
+        match self {
+            RuntimeSource::Vendored => None,
+            RuntimeSource::Registry => Some("registry"),
+        }
+    }
+
+    /// The runtime source PROJECT records (`vendored` when it records none).
+    pub fn from_key(key: Option<&str>) -> Result<Self> {
+        match key.unwrap_or("vendored") {
+            "vendored" => Ok(RuntimeSource::Vendored),
+            "registry" => Ok(RuntimeSource::Registry),
+            other => {
+                bail!("unknown runtimeSource `{other}` in PROJECT: use `vendored` or `registry`")
+            }
+        }
+    }
+
+    /// The runtime source of `project`.
+    pub fn of(project: &Project) -> Result<Self> {
+        Self::from_key(
+            project
+                .plugins
+                .get(project::RUST_PLUGIN)
+                .and_then(|p| p.runtime_source.as_deref()),
+        )
+    }
+
+    /// The requirement `Cargo.toml` puts on the runtime crates: `0.1` for the vendored copy (which is
+    /// exactly this rustbuilder's), this rustbuilder's version for crates.io (the oldest release with
+    /// everything its scaffold uses).
+    pub fn version_req(self) -> String {
+        match self {
+            RuntimeSource::Vendored => crate::vendored::version_req(),
+            RuntimeSource::Registry => env!("CARGO_PKG_VERSION").to_string(),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct InitOptions {
     pub domain: Domain,
@@ -58,6 +110,7 @@ pub struct InitOptions {
     pub multigroup: bool,
     /// A manager that watches its own namespace only (`WATCH_NAMESPACE`), with a Role there.
     pub namespaced: bool,
+    pub runtime_source: RuntimeSource,
 }
 
 #[derive(Debug, Clone)]
@@ -100,8 +153,10 @@ pub(super) struct ProjectContext {
     owner: String,
     license: &'static str,
     rustbuilder_version: &'static str,
-    /// The requirement on the vendored runtime crates, e.g. `0.1`.
+    /// The requirement on the runtime crates: `0.1` (vendored) or `0.1.0` (crates.io).
     runtime_version_req: String,
+    /// The runtime crates come from crates.io, not from a copy in `rustbuilder/`.
+    runtime_from_registry: bool,
     kube_version: &'static str,
     k8s_openapi_version: &'static str,
     k8s_openapi_feature: &'static str,
@@ -115,6 +170,7 @@ impl ProjectContext {
     pub(super) fn new(project: &Project) -> Result<Self> {
         let rust = project.plugins.get(project::RUST_PLUGIN);
         let license = License::from_key(rust.and_then(|p| p.license.as_deref()))?;
+        let runtime_source = RuntimeSource::of(project)?;
         let name: ProjectName = project.project_name.parse()?;
         Ok(Self {
             crate_name: name.crate_name(),
@@ -126,7 +182,8 @@ impl ProjectContext {
                 .unwrap_or_else(|| format!("The {} Authors", project.project_name)),
             license: license.key(),
             rustbuilder_version: env!("CARGO_PKG_VERSION"),
-            runtime_version_req: crate::vendored::version_req(),
+            runtime_version_req: runtime_source.version_req(),
+            runtime_from_registry: runtime_source == RuntimeSource::Registry,
             kube_version: versions::KUBE,
             k8s_openapi_version: versions::K8S_OPENAPI,
             k8s_openapi_feature: versions::K8S_OPENAPI_FEATURE,
@@ -233,12 +290,15 @@ pub fn init(dir: &Path, options: &InitOptions) -> Result<Plan> {
         .or_default();
     rust.license = Some(options.license.key().to_string());
     rust.owner = options.owner.clone();
+    rust.runtime_source = options.runtime_source.key().map(str::to_string);
 
     let mut plan = Plan::new(dir);
     let context = tera::Context::from_serialize(ProjectContext::new(&project)?)?;
     plan.add_set("init", &context)?;
     plan.add(project::FILE_NAME, project.render(), IfExists::Error);
-    crate::vendored::add_to(&mut plan)?;
+    if options.runtime_source == RuntimeSource::Vendored {
+        crate::vendored::add_to(&mut plan)?;
+    }
     Ok(plan)
 }
 

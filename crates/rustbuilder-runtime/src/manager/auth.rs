@@ -228,7 +228,6 @@ impl<K: Eq + Hash + Clone, V: Clone> TtlCache<K, V> {
     pub fn len(&self) -> usize {
         self.entries.len()
     }
-
 }
 
 #[cfg(test)]

@@ -39,8 +39,8 @@ pub mod leader;
 pub(crate) mod tls;
 
 pub use http::BindAddress;
-pub use tls::CertSource;
 use leader::{LeaderElection, Timing};
+pub use tls::CertSource;
 
 /// Why the manager could not start, or stopped early. Its `Debug` output is the message, so that a
 /// `main` returning it prints something readable.
