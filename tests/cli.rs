@@ -2545,11 +2545,11 @@ fn update_runtime_moves_a_registry_projects_requirements() {
     let pristine = tree(root);
     let version = env!("CARGO_PKG_VERSION");
     let mut text = read(root, "Cargo.toml");
-    for name in ["rustbuilder-runtime = { version = ", "rustbuilder-envtest = "] {
-        text = text.replace(
-            &format!("{name}\"{version}\""),
-            &format!("{name}\"0.0.1\""),
-        );
+    for name in [
+        "rustbuilder-runtime = { version = ",
+        "rustbuilder-envtest = ",
+    ] {
+        text = text.replace(&format!("{name}\"{version}\""), &format!("{name}\"0.0.1\""));
     }
     std::fs::write(root.join("Cargo.toml"), text).unwrap();
     assert_eq!(read(root, "Cargo.toml").matches("\"0.0.1\"").count(), 2);

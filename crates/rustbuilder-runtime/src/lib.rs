@@ -37,7 +37,7 @@
 //! tests move), [`children`] (deleting what is no longer wanted) and [`finalizer`]. [`webhook`]
 //! serves defaulting, validating and conversion webhooks. The `manifests` feature adds
 //! `manifests`, which writes the CRDs, the RBAC role and the webhook configurations that
-//! `make manifests` produces.
+//! `make manifests` produces; the `testing` feature adds `testing`, helpers for a project's tests.
 
 #![warn(missing_docs)]
 
@@ -56,6 +56,8 @@ pub mod manifests;
 pub mod metrics;
 pub mod owned;
 pub mod rollout;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod webhook;
 
 pub use manager::Manager;

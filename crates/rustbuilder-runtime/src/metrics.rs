@@ -435,7 +435,7 @@ impl ControllerMetrics {
     }
 
     /// Counts one finished reconcile: `Ok(action)` as success or a requeue, `Err` as an error.
-    fn record(&self, result: Result<&Action, ()>, took: Duration) {
+    pub(crate) fn record(&self, result: Result<&Action, ()>, took: Duration) {
         let series = &self.0;
         series.time.observe(took.as_secs_f64());
         match result {
