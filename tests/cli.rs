@@ -2986,7 +2986,7 @@ fn create_webhook_adds_each_webhook_type_next_to_the_users_code() {
     assert!(webhook.contains("impl Validator for MemcachedWebhook"));
     assert!(
         webhook.contains(
-            "use rustbuilder_runtime::webhook::{Defaulter, Denied, Validation, Validator};"
+            "use rustbuilder_runtime::webhook::{AdmissionRequest, Defaulter, Denied, Validation, Validator};"
         )
     );
     for marker in [

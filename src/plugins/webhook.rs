@@ -1013,7 +1013,7 @@ fn drop_registration(text: &str, method: &str, webhook: &str) -> String {
 
 /// The names the kind's webhook file imports from the runtime.
 fn runtime_imports(defaulting: bool, validation: bool) -> Vec<&'static str> {
-    let mut names = Vec::new();
+    let mut names = vec!["AdmissionRequest"];
     if defaulting {
         names.push("Defaulter");
     }
@@ -1219,10 +1219,10 @@ mod tests {
 
     #[test]
     fn the_runtime_import_gains_names_and_keeps_the_users() {
-        let text = "//! x\n\nuse rustbuilder_runtime::webhook::{Defaulter, Denied};\nuse crate::api::v1::M;\n";
+        let text = "//! x\n\nuse rustbuilder_runtime::webhook::{AdmissionRequest, Defaulter, Denied};\nuse crate::api::v1::M;\n";
         assert_eq!(
             replace_runtime_import(text, &runtime_imports(true, true)),
-            "//! x\n\nuse rustbuilder_runtime::webhook::{Defaulter, Denied, Validation, Validator};\nuse crate::api::v1::M;\n"
+            "//! x\n\nuse rustbuilder_runtime::webhook::{AdmissionRequest, Defaulter, Denied, Validation, Validator};\nuse crate::api::v1::M;\n"
         );
         let mine = "use rustbuilder_runtime::webhook::{self, Denied, Warnings};\n";
         assert_eq!(

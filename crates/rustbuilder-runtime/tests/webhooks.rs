@@ -1,20 +1,24 @@
 //! Webhooks called by a real API server: envtest registers the webhook configurations (rendered from
 //! `// +rustbuilder:webhook:` markers, as `make manifests` does) and the CRD's conversion with its own
 //! CA, and the test serves them with `webhook::Server` on the env's webhook port. Then ordinary API
-//! calls get defaulted, refused with the validator's message, warned, and converted between versions.
+//! calls get defaulted, refused with the validator's message, warned, and converted between versions;
+//! the webhooks see who asks, dry runs, the stored object of an update, and a manager's shared cache.
 
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::{CustomResource, Resource};
+use kube::{CustomResource, Resource, ResourceExt};
 use rustbuilder_envtest::TestEnv;
+use rustbuilder_runtime::Manager;
+use rustbuilder_runtime::cache::Cache;
 use rustbuilder_runtime::manager::CertSource;
 use rustbuilder_runtime::manifests::Crds;
 use rustbuilder_runtime::manifests::webhooks::{parse_webhook_marker, render};
 use rustbuilder_runtime::metrics::Metrics;
 use rustbuilder_runtime::webhook::{
-    self, Defaulter, Denied, Server, Validation, Validator, Webhooks,
+    self, AdmissionRequest, Defaulter, Denied, Operation, Server, Validation, Validator, Webhooks,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -86,14 +90,48 @@ impl From<v1::Gadget> for v1alpha1::Gadget {
 }
 
 /// The handlers under test, on `v1alpha1`.
-struct GadgetWebhook;
+#[derive(Clone, Default)]
+struct GadgetWebhook {
+    /// Every gadget of the cluster, from a manager's shared cache: a name is used once.
+    gadgets: Option<Cache<v1alpha1::Gadget>>,
+    /// The gadgets admitted for real, as `<namespace>/<name> by <user>`: the kind of effect beyond
+    /// the answer that a dry run must not have.
+    ledger: Arc<Mutex<Vec<String>>>,
+}
+
+/// Who may delete a protected gadget.
+const KEEPER: &str = "gadget-keeper";
+/// Where the defaulter writes who created a gadget.
+const CREATED_BY: &str = "webhooks.example.com/created-by";
+
+fn user(request: &AdmissionRequest<v1alpha1::Gadget>) -> &str {
+    request.user_info.username.as_deref().unwrap_or_default()
+}
+
+fn check_size(gadget: &v1alpha1::Gadget) -> Validation {
+    match gadget.spec.size {
+        Some(size) if size > 10 => Err(Denied::new(format!(
+            "spec.size must be at most 10, got {size}"
+        ))),
+        Some(7) => Ok(vec!["spec.size 7 is unlucky".into()]),
+        _ => Ok(vec![]),
+    }
+}
 
 impl Defaulter for GadgetWebhook {
     type Object = v1alpha1::Gadget;
 
-    fn default(&self, gadget: &mut v1alpha1::Gadget) -> Result<(), Denied> {
+    async fn set_defaults(
+        &self,
+        gadget: &mut v1alpha1::Gadget,
+        request: &AdmissionRequest<v1alpha1::Gadget>,
+    ) -> Result<(), Denied> {
         gadget.spec.size.get_or_insert(1);
         gadget.spec.mode.get_or_insert_with(|| "standard".into());
+        if request.operation == Operation::Create {
+            let by = user(request).to_string();
+            gadget.annotations_mut().insert(CREATED_BY.into(), by);
+        }
         Ok(())
     }
 }
@@ -101,26 +139,58 @@ impl Defaulter for GadgetWebhook {
 impl Validator for GadgetWebhook {
     type Object = v1alpha1::Gadget;
 
-    fn validate_create(&self, gadget: &v1alpha1::Gadget) -> Validation {
-        match gadget.spec.size {
-            Some(size) if size > 10 => Err(Denied::new(format!(
-                "spec.size must be at most 10, got {size}"
-            ))),
-            Some(7) => Ok(vec!["spec.size 7 is unlucky".into()]),
-            _ => Ok(vec![]),
+    async fn validate_create(
+        &self,
+        gadget: &v1alpha1::Gadget,
+        request: &AdmissionRequest<v1alpha1::Gadget>,
+    ) -> Validation {
+        let warnings = check_size(gadget)?;
+        let name = gadget.name_any();
+        let namespace = request.namespace.as_deref().unwrap_or_default();
+        let mut gadgets = self.gadgets.iter().flat_map(Cache::list);
+        let taken = gadgets.find(|other| {
+            other.name_any() == name && other.namespace().as_deref() != Some(namespace)
+        });
+        if let Some(other) = taken {
+            return Err(Denied::new(format!(
+                "the name {name} is taken in namespace {}",
+                other.namespace().unwrap_or_default()
+            )));
         }
+        if !request.dry_run {
+            let entry = format!("{namespace}/{name} by {}", user(request));
+            self.ledger.lock().unwrap().push(entry);
+        }
+        Ok(warnings)
     }
 
-    fn validate_update(&self, old: &v1alpha1::Gadget, new: &v1alpha1::Gadget) -> Validation {
+    async fn validate_update(
+        &self,
+        old: &v1alpha1::Gadget,
+        new: &v1alpha1::Gadget,
+        _request: &AdmissionRequest<v1alpha1::Gadget>,
+    ) -> Validation {
         if old.spec.mode != new.spec.mode {
             return Err("spec.mode is immutable".into());
         }
-        self.validate_create(new)
+        if let (Some(before), Some(after)) = (old.spec.size, new.spec.size)
+            && after < before
+        {
+            return Err(format!("spec.size cannot shrink, from {before} to {after}").into());
+        }
+        check_size(new)
     }
 
-    fn validate_delete(&self, gadget: &v1alpha1::Gadget) -> Validation {
-        match gadget.spec.mode.as_deref() {
-            Some("protected") => Err("protected gadgets cannot be deleted".into()),
+    async fn validate_delete(
+        &self,
+        old: &v1alpha1::Gadget,
+        request: &AdmissionRequest<v1alpha1::Gadget>,
+    ) -> Validation {
+        let user = user(request);
+        match old.spec.mode.as_deref() {
+            Some("protected") if user != KEEPER => Err(Denied::new(format!(
+                "protected gadgets can be deleted by {KEEPER} only, not by {user}"
+            ))),
             _ => Ok(vec![]),
         }
     }
@@ -130,13 +200,14 @@ impl Validator for GadgetWebhook {
 fn markers() -> [String; 2] {
     let mutate = webhook::mutate_path::<v1alpha1::Gadget>();
     let validate = webhook::validate_path::<v1alpha1::Gadget>();
-    let common = "failurePolicy=fail,sideEffects=None,groups=webhooks.example.com,resources=gadgets,versions=v1alpha1,admissionReviewVersions=v1";
+    let common = "failurePolicy=fail,groups=webhooks.example.com,resources=gadgets,versions=v1alpha1,admissionReviewVersions=v1";
     [
         format!(
-            "path={mutate},mutating=true,{common},verbs=create;update,name=mgadget-v1alpha1.kb.io"
+            "path={mutate},mutating=true,sideEffects=None,{common},verbs=create;update,name=mgadget-v1alpha1.kb.io"
         ),
+        // The validator keeps a ledger, except on dry runs.
         format!(
-            "path={validate},mutating=false,{common},verbs=create;update;delete,name=vgadget-v1alpha1.kb.io"
+            "path={validate},mutating=false,sideEffects=NoneOnDryRun,{common},verbs=create;update;delete,name=vgadget-v1alpha1.kb.io"
         ),
     ]
 }
@@ -162,12 +233,12 @@ fn crds()
 }
 
 fn registry() -> Webhooks {
-    registered(Webhooks::new())
+    registered(Webhooks::new(), GadgetWebhook::default())
 }
 
-fn registered(webhooks: Webhooks) -> Webhooks {
-    webhooks.defaulter(GadgetWebhook);
-    webhooks.validator(GadgetWebhook);
+fn registered(webhooks: Webhooks, webhook: GadgetWebhook) -> Webhooks {
+    webhooks.defaulter(webhook.clone());
+    webhooks.validator(webhook);
     webhooks.conversion::<v1alpha1::Gadget, v1::Gadget>();
     webhooks
 }
@@ -179,20 +250,42 @@ fn cert_files(dir: &Path) -> CertSource {
     }
 }
 
-/// An env that calls the webhooks, the server answering them, and the metrics it counts calls in.
-async fn env_and_server() -> (TestEnv, Server, Metrics) {
+/// An env that calls the webhooks, and what answers them.
+struct Served {
+    env: TestEnv,
+    /// The webhook as registered: clones share its cache and ledger.
+    webhook: GadgetWebhook,
+    /// Where the server counts its calls.
+    metrics: Metrics,
+    _server: Server,
+    /// The manager whose cache the webhook reads.
+    _manager: Manager,
+}
+
+async fn env_and_server() -> Served {
     let env = TestEnv::builder()
         .crds(crds())
         .webhook_manifests_yaml(webhook_manifests())
         .start()
         .await;
+    let manager = Manager::new("gadget-webhooks", env.client());
+    let webhook = GadgetWebhook {
+        gadgets: Some(manager.cache()),
+        ..GadgetWebhook::default()
+    };
     let address = format!("127.0.0.1:{}", env.webhook_port()).parse().unwrap();
     let metrics = Metrics::new();
-    let webhooks = registered(Webhooks::with_metrics(metrics.clone()));
+    let webhooks = registered(Webhooks::with_metrics(metrics.clone()), webhook.clone());
     let server = Server::start(webhooks, &address, cert_files(&env.webhook_cert_dir()))
         .await
         .expect("the webhook server starts with the env's certificate");
-    (env, server, metrics)
+    Served {
+        env,
+        webhook,
+        metrics,
+        _server: server,
+        _manager: manager,
+    }
 }
 
 fn gadget(name: &str, spec: serde_json::Value) -> v1alpha1::Gadget {
@@ -215,7 +308,7 @@ fn refusal<T: std::fmt::Debug>(result: kube::Result<T>) -> String {
 
 #[tokio::test]
 async fn the_api_server_calls_the_defaulting_and_validating_webhooks() {
-    let (env, _server, metrics) = env_and_server().await;
+    let Served { env, metrics, .. } = &env_and_server().await;
     let gadgets: Api<v1alpha1::Gadget> = Api::default_namespaced(env.client());
     let pp = PostParams::default();
 
@@ -268,7 +361,7 @@ async fn the_api_server_calls_the_defaulting_and_validating_webhooks() {
     gadgets.create(&pp, &protected).await.unwrap();
     let message = refusal(gadgets.delete("protected", &DeleteParams::default()).await);
     assert!(
-        message.contains("protected gadgets cannot be deleted"),
+        message.contains("protected gadgets can be deleted by gadget-keeper only"),
         "{message}"
     );
     assert!(gadgets.get_opt("protected").await.unwrap().is_some());
@@ -317,9 +410,122 @@ async fn the_api_server_calls_the_defaulting_and_validating_webhooks() {
     );
 }
 
+/// The name the API server knows `client`'s user by.
+async fn user_name(client: kube::Client) -> String {
+    use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+    let reviews: Api<SelfSubjectReview> = Api::all(client);
+    let review = reviews
+        .create(&PostParams::default(), &SelfSubjectReview::default())
+        .await
+        .unwrap();
+    let user = review.status.and_then(|status| status.user_info?.username);
+    user.expect("the API server names the user")
+}
+
+/// A client of `env` acting as `user`, through impersonation by its admin.
+async fn client_as(env: &TestEnv, user: &str) -> kube::Client {
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+    let kubeconfig = Kubeconfig::read_from(env.kubeconfig()).unwrap();
+    let options = KubeConfigOptions::default();
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+        .await
+        .unwrap();
+    config.auth_info.impersonate = Some(user.to_string());
+    config.auth_info.impersonate_groups = Some(vec!["system:masters".to_string()]);
+    kube::Client::try_from(config).unwrap()
+}
+
+#[tokio::test]
+async fn the_webhooks_see_the_request_and_the_shared_cache() {
+    let Served { env, webhook, .. } = &env_and_server().await;
+    let gadgets: Api<v1alpha1::Gadget> = Api::default_namespaced(env.client());
+    let pp = PostParams::default();
+    let admin = user_name(env.client()).await;
+    let ledger = || webhook.ledger.lock().unwrap().clone();
+
+    // The user: the defaulter writes who created the gadget, the validator enters it in its ledger.
+    let created = gadgets
+        .create(&pp, &gadget("mine", json!({ "size": 4 })))
+        .await
+        .unwrap();
+    assert_eq!(created.annotations().get(CREATED_BY), Some(&admin));
+    assert_eq!(ledger(), [format!("default/mine by {admin}")]);
+
+    // A dry run (`kubectl create --dry-run=server`) is defaulted and validated, not stored, and the
+    // validator leaves its ledger alone.
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let tried = gadgets
+        .create(&dry_run, &gadget("trial", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(tried.spec.size, Some(1), "defaulted: {tried:?}");
+    assert!(gadgets.get_opt("trial").await.unwrap().is_none());
+    assert_eq!(ledger(), [format!("default/mine by {admin}")]);
+    let message = refusal(
+        gadgets
+            .create(&dry_run, &gadget("huge", json!({ "size": 12 })))
+            .await,
+    );
+    assert!(message.contains("got 12"), "{message}");
+
+    // The old object of an update: the size may grow, not shrink.
+    let resize = |size: i32| Patch::Merge(json!({ "spec": { "size": size } }));
+    let message = refusal(
+        gadgets
+            .patch("mine", &PatchParams::default(), &resize(2))
+            .await,
+    );
+    assert!(
+        message.contains("spec.size cannot shrink, from 4 to 2"),
+        "{message}"
+    );
+    let grown = gadgets
+        .patch("mine", &PatchParams::default(), &resize(6))
+        .await
+        .unwrap();
+    assert_eq!(grown.spec.size, Some(6));
+
+    // The user of a delete: only the keeper deletes a protected gadget.
+    let protected = gadget("protected", json!({ "mode": "protected" }));
+    gadgets.create(&pp, &protected).await.unwrap();
+    let message = refusal(gadgets.delete("protected", &DeleteParams::default()).await);
+    let expected = format!("deleted by {KEEPER} only, not by {admin}");
+    assert!(message.contains(&expected), "{message}");
+    let keeper: Api<v1alpha1::Gadget> = Api::default_namespaced(client_as(env, KEEPER).await);
+    keeper
+        .delete("protected", &DeleteParams::default())
+        .await
+        .expect("the keeper deletes a protected gadget");
+
+    // The shared cache: once it holds `default/mine`, the name is refused in another namespace.
+    let cache = webhook.gadgets.clone().expect("a cache");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while cache.get(Some("default"), "mine").is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "the cache never held default/mine"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    env.create_namespace("other").await;
+    let others: Api<v1alpha1::Gadget> = Api::namespaced(env.client(), "other");
+    let message = refusal(others.create(&pp, &gadget("mine", json!({}))).await);
+    assert!(
+        message.contains("the name mine is taken in namespace default"),
+        "{message}"
+    );
+    others
+        .create(&pp, &gadget("yours", json!({})))
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn the_api_server_converts_through_the_webhook() {
-    let (env, _server, _metrics) = env_and_server().await;
+    let Served { env, .. } = &env_and_server().await;
     let alpha: Api<v1alpha1::Gadget> = Api::default_namespaced(env.client());
     let hub: Api<v1::Gadget> = Api::default_namespaced(env.client());
 

@@ -8,7 +8,7 @@
 use kube::api::PostParams;
 use kube::{Api, ResourceExt};
 use rustbuilder_envtest::TestEnv;
-use rustbuilder_runtime::manager::tls::CertSource;
+use rustbuilder_runtime::manager::CertSource;
 use rustbuilder_runtime::webhook::{Server, Webhooks};
 
 use project_webhooks::external::cert_manager::v1::Issuer;

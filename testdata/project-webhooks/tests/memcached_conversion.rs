@@ -8,7 +8,7 @@
 use kube::api::PostParams;
 use kube::{Api, CustomResourceExt, ResourceExt};
 use rustbuilder_envtest::TestEnv;
-use rustbuilder_runtime::manager::tls::CertSource;
+use rustbuilder_runtime::manager::CertSource;
 use rustbuilder_runtime::manifests::Crds;
 use rustbuilder_runtime::webhook::{Server, Webhooks};
 

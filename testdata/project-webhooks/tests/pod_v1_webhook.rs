@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;
 use kube::{Api, ResourceExt};
 use rustbuilder_envtest::TestEnv;
-use rustbuilder_runtime::manager::tls::CertSource;
+use rustbuilder_runtime::manager::CertSource;
 use rustbuilder_runtime::webhook::{Server, Webhooks};
 
 use project_webhooks::webhook::v1::pod::PodWebhook;

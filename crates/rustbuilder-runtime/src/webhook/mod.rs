@@ -3,11 +3,14 @@
 //!
 //! An operator implements [`Defaulter`] and/or [`Validator`] for a kind, registers them with the
 //! manager's [`Webhooks`], and [`Controllers::run`](crate::manager::Controllers::run) serves them on
-//! `--webhook-port` (9443) with the certificate in `--webhook-cert-path`:
+//! `--webhook-port` (9443) with the certificate in `--webhook-cert-path`. Both traits are async and
+//! get the [`AdmissionRequest`] beside the object: who asks (`request.user_info`), for what
+//! (`request.operation`), whether it is a dry run (`request.dry_run`), and on an update the stored
+//! object (`request.old_object`).
 //!
 //! ```no_run
 //! use rustbuilder_runtime::manager::{Manager, ManagerArgs};
-//! use rustbuilder_runtime::webhook::{Defaulter, Denied, Validation, Validator};
+//! use rustbuilder_runtime::webhook::{AdmissionRequest, Defaulter, Denied, Validation, Validator};
 //! # #[derive(kube::CustomResource, Clone, Debug, serde::Deserialize, serde::Serialize, schemars::JsonSchema)]
 //! # #[kube(group = "cache.example.com", version = "v1alpha1", kind = "Memcached", namespaced)]
 //! # struct MemcachedSpec { size: Option<i32> }
@@ -17,7 +20,11 @@
 //! impl Defaulter for MemcachedWebhook {
 //!     type Object = Memcached;
 //!
-//!     fn default(&self, memcached: &mut Memcached) -> Result<(), Denied> {
+//!     async fn set_defaults(
+//!         &self,
+//!         memcached: &mut Memcached,
+//!         _request: &AdmissionRequest<Memcached>,
+//!     ) -> Result<(), Denied> {
 //!         memcached.spec.size.get_or_insert(1);
 //!         Ok(())
 //!     }
@@ -26,18 +33,35 @@
 //! impl Validator for MemcachedWebhook {
 //!     type Object = Memcached;
 //!
-//!     fn validate_create(&self, memcached: &Memcached) -> Validation {
+//!     async fn validate_create(
+//!         &self,
+//!         memcached: &Memcached,
+//!         _request: &AdmissionRequest<Memcached>,
+//!     ) -> Validation {
 //!         match memcached.spec.size {
 //!             Some(size) if size > 5 => Err(Denied::new("spec.size must be at most 5")),
 //!             _ => Ok(vec![]),
 //!         }
 //!     }
 //!
-//!     fn validate_update(&self, _old: &Memcached, new: &Memcached) -> Validation {
-//!         self.validate_create(new)
+//!     async fn validate_update(
+//!         &self,
+//!         old: &Memcached,
+//!         new: &Memcached,
+//!         request: &AdmissionRequest<Memcached>,
+//!     ) -> Validation {
+//!         if new.spec.size < old.spec.size && !request.dry_run {
+//!             let user = request.user_info.username.as_deref().unwrap_or("someone");
+//!             tracing::info!(user, "memcached scaled down");
+//!         }
+//!         self.validate_create(new, request).await
 //!     }
 //!
-//!     fn validate_delete(&self, _memcached: &Memcached) -> Validation {
+//!     async fn validate_delete(
+//!         &self,
+//!         _old: &Memcached,
+//!         _request: &AdmissionRequest<Memcached>,
+//!     ) -> Validation {
 //!         Ok(vec![])
 //!     }
 //! }
@@ -50,6 +74,81 @@
 //! # }
 //! ```
 //!
+//! # Reading the cluster from a webhook
+//!
+//! A webhook answers while the API server waits (10 seconds at most by default), so it reads what
+//! it needs from the manager's shared caches rather than asking the API server: hold a
+//! [`Cache`](crate::cache::Cache) from [`Manager::cache`](crate::Manager::cache) in the webhook's
+//! struct. The cache is the one every controller of the manager reads, with no watch of its own.
+//! Here a validator refuses a name that another namespace already uses:
+//!
+//! ```no_run
+//! use kube::ResourceExt;
+//! use rustbuilder_runtime::cache::Cache;
+//! use rustbuilder_runtime::manager::{Manager, ManagerArgs};
+//! use rustbuilder_runtime::webhook::{AdmissionRequest, Denied, Validation, Validator};
+//! # #[derive(kube::CustomResource, Clone, Debug, serde::Deserialize, serde::Serialize, schemars::JsonSchema)]
+//! # #[kube(group = "cache.example.com", version = "v1alpha1", kind = "Memcached", namespaced)]
+//! # struct MemcachedSpec { size: Option<i32> }
+//!
+//! struct UniqueNames {
+//!     memcacheds: Cache<Memcached>,
+//! }
+//!
+//! impl Validator for UniqueNames {
+//!     type Object = Memcached;
+//!
+//!     async fn validate_create(
+//!         &self,
+//!         memcached: &Memcached,
+//!         request: &AdmissionRequest<Memcached>,
+//!     ) -> Validation {
+//!         let name = memcached.name_any();
+//!         let taken = self.memcacheds.list().into_iter().find(|other| {
+//!             other.name_any() == name && other.namespace() != request.namespace
+//!         });
+//!         match taken {
+//!             Some(other) => Err(Denied::new(format!(
+//!                 "the name {name} is taken in namespace {}",
+//!                 other.namespace().unwrap_or_default()
+//!             ))),
+//!             None => Ok(vec![]),
+//!         }
+//!     }
+//!
+//!     async fn validate_update(
+//!         &self,
+//!         _old: &Memcached,
+//!         _new: &Memcached,
+//!         _request: &AdmissionRequest<Memcached>,
+//!     ) -> Validation {
+//!         Ok(vec![])
+//!     }
+//!
+//!     async fn validate_delete(
+//!         &self,
+//!         _old: &Memcached,
+//!         _request: &AdmissionRequest<Memcached>,
+//!     ) -> Validation {
+//!         Ok(vec![])
+//!     }
+//! }
+//!
+//! # async fn run(args: ManagerArgs) -> Result<(), rustbuilder_runtime::manager::Error> {
+//! let manager = Manager::start("memcached-operator", "memcached-operator.example.com", args).await?;
+//! let memcacheds = manager.cache::<Memcached>();
+//! manager.webhooks().validator(UniqueNames { memcacheds });
+//! manager.controllers().run().await
+//! # }
+//! ```
+//!
+//! A cache lags the API server by the time a watch event takes to arrive (usually milliseconds), and
+//! it is empty until its first list: a check that must hold under concurrent writes belongs in the
+//! controller, or in the object's name. The manager is not ready (`/readyz`) before its caches are
+//! synced, so the API server does not call a webhook in a starting pod through its Service.
+//!
+//! # Routes
+//!
 //! The routes are named as Kubebuilder names them, so the `// +rustbuilder:webhook:` markers (and the
 //! `config/webhook/manifests.yaml` that `manifests` writes from them) point at them:
 //! [`mutate_path`] (`/mutate-<group with - for .>-<version>-<kind>`), [`validate_path`]
@@ -57,15 +156,21 @@
 //!
 //! Conversion follows Kubebuilder's hub and spoke model, with Rust's `From`: the hub is the storage
 //! version, each other version (spoke) converts from and into it, and [`Webhooks::conversion`]
-//! registers one spoke. Between two spokes the runtime goes through the hub.
+//! registers one spoke. Between two spokes the runtime goes through the hub. Conversion is plain
+//! data transformation, so it stays synchronous.
 //!
-//! [`Server`] serves a [`Webhooks`] registry on its own, for tests that do not start a manager.
+//! [`Server`] serves a [`Webhooks`] registry on its own, for tests that do not start a manager; unit
+//! tests call a webhook's methods directly with a request from [`create_request`],
+//! [`update_request`] or [`delete_request`].
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use kube::Resource;
+use kube::core::admission::{META_API_VERSION_V1, META_KIND};
+use kube::core::{GroupVersionKind, GroupVersionResource, TypeMeta};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -74,6 +179,7 @@ use crate::metrics::Metrics;
 mod review;
 mod server;
 
+pub use kube::core::admission::{AdmissionRequest, Operation};
 pub use server::Server;
 
 /// Warnings returned to the client with an admitted object (kubectl prints them).
@@ -124,8 +230,10 @@ impl fmt::Display for Denied {
 impl std::error::Error for Denied {}
 
 /// Sets the fields a user left out, when an object of its kind is created or updated (a mutating
-/// webhook). Pure: the object in, the object out; the runtime sends the API server the change as a
-/// JSON patch.
+/// webhook). The runtime sends the API server the change as a JSON patch.
+///
+/// Implement it with `async fn set_defaults(...)`; the future must be `Send`, as the server runs it
+/// on any of its threads.
 pub trait Defaulter: Send + Sync + 'static {
     /// The kind this webhook defaults, e.g. `Memcached`.
     type Object: Resource<DynamicType = ()>
@@ -136,12 +244,26 @@ pub trait Defaulter: Send + Sync + 'static {
         + Sync
         + 'static;
 
-    /// Sets defaults on `object`. An error refuses the request with its message.
-    fn default(&self, object: &mut Self::Object) -> Result<(), Denied>;
+    /// Sets defaults on `object`, the object of a create or an update. `request` is the request as
+    /// the API server sent it: its `object` is the object as received, before any default; on an
+    /// update its `old_object` is the stored one. An error refuses the request with its message.
+    ///
+    /// The API server may call a mutating webhook more than once for one request, and always on a
+    /// dry run (`request.dry_run`): setting defaults must have no effect beyond the object.
+    fn set_defaults(
+        &self,
+        object: &mut Self::Object,
+        request: &AdmissionRequest<Self::Object>,
+    ) -> impl Future<Output = Result<(), Denied>> + Send;
 }
 
 /// Admits or refuses objects of its kind when they are created, updated or deleted (a validating
 /// webhook). Runs after every defaulter, on the object as it will be stored.
+///
+/// Implement it with `async fn validate_create(...)` and so on; the futures must be `Send`. Each
+/// method gets the [`AdmissionRequest`] too, for who asks (`request.user_info`) and whether the
+/// request is a dry run (`request.dry_run`): a webhook with effects beyond its answer must skip them
+/// then, and its marker says `sideEffects=NoneOnDryRun`.
 pub trait Validator: Send + Sync + 'static {
     /// The kind this webhook validates, e.g. `Memcached`.
     type Object: Resource<DynamicType = ()>
@@ -153,14 +275,96 @@ pub trait Validator: Send + Sync + 'static {
         + 'static;
 
     /// Checks a new object.
-    fn validate_create(&self, object: &Self::Object) -> Validation;
+    fn validate_create(
+        &self,
+        object: &Self::Object,
+        request: &AdmissionRequest<Self::Object>,
+    ) -> impl Future<Output = Validation> + Send;
 
-    /// Checks a change from `old` to `new`.
-    fn validate_update(&self, old: &Self::Object, new: &Self::Object) -> Validation;
+    /// Checks a change from `old`, the stored object, to `new`.
+    fn validate_update(
+        &self,
+        old: &Self::Object,
+        new: &Self::Object,
+        request: &AdmissionRequest<Self::Object>,
+    ) -> impl Future<Output = Validation> + Send;
 
-    /// Checks that `object` may be deleted. The API server only asks when the webhook's
-    /// configuration lists the `delete` verb.
-    fn validate_delete(&self, object: &Self::Object) -> Validation;
+    /// Checks that `old`, the stored object, may be deleted. The API server only asks when the
+    /// webhook's configuration lists the `delete` verb.
+    fn validate_delete(
+        &self,
+        old: &Self::Object,
+        request: &AdmissionRequest<Self::Object>,
+    ) -> impl Future<Output = Validation> + Send;
+}
+
+/// A request to create `object`, as the API server sends it to a webhook: for unit tests that call
+/// a [`Defaulter`] or [`Validator`] directly. The user is left empty and `dry_run` false; set the
+/// fields a test needs:
+///
+/// ```
+/// # #[derive(kube::CustomResource, Clone, Debug, serde::Deserialize, serde::Serialize, schemars::JsonSchema)]
+/// # #[kube(group = "cache.example.com", version = "v1alpha1", kind = "Memcached", namespaced)]
+/// # struct MemcachedSpec { size: Option<i32> }
+/// use rustbuilder_runtime::webhook::{Operation, create_request};
+///
+/// let memcached = Memcached::new("sample", MemcachedSpec { size: None });
+/// let mut request = create_request(&memcached);
+/// request.user_info.username = Some("alice".into());
+/// request.dry_run = true;
+/// assert_eq!(request.operation, Operation::Create);
+/// assert_eq!(request.name, "sample");
+/// ```
+pub fn create_request<K>(object: &K) -> AdmissionRequest<K>
+where
+    K: Resource<DynamicType = ()> + Clone,
+{
+    request(Operation::Create, Some(object), None)
+}
+
+/// A request to change `old` into `new`, as the API server sends it (see [`create_request`]).
+pub fn update_request<K>(old: &K, new: &K) -> AdmissionRequest<K>
+where
+    K: Resource<DynamicType = ()> + Clone,
+{
+    request(Operation::Update, Some(new), Some(old))
+}
+
+/// A request to delete `old`, as the API server sends it (see [`create_request`]).
+pub fn delete_request<K>(old: &K) -> AdmissionRequest<K>
+where
+    K: Resource<DynamicType = ()> + Clone,
+{
+    request(Operation::Delete, None, Some(old))
+}
+
+fn request<K>(operation: Operation, object: Option<&K>, old: Option<&K>) -> AdmissionRequest<K>
+where
+    K: Resource<DynamicType = ()> + Clone,
+{
+    let (group, version) = (K::group(&()), K::version(&()));
+    let meta = object.or(old).map(|object| object.meta());
+    AdmissionRequest {
+        types: TypeMeta {
+            api_version: META_API_VERSION_V1.to_string(),
+            kind: META_KIND.to_string(),
+        },
+        uid: "00000000-0000-0000-0000-000000000000".to_string(),
+        kind: GroupVersionKind::gvk(&group, &version, &K::kind(&())),
+        resource: GroupVersionResource::gvr(&group, &version, &K::plural(&())),
+        sub_resource: None,
+        request_kind: None,
+        request_resource: None,
+        request_sub_resource: None,
+        name: meta.and_then(|meta| meta.name.clone()).unwrap_or_default(),
+        namespace: meta.and_then(|meta| meta.namespace.clone()),
+        operation,
+        user_info: Default::default(),
+        object: object.cloned(),
+        old_object: old.cloned(),
+        dry_run: false,
+        options: None,
+    }
 }
 
 /// The route of the conversion webhook, which every converted kind shares.
@@ -339,7 +543,7 @@ impl Webhooks {
     /// Answers one webhook call: the JSON body of an `AdmissionReview` (or, on [`CONVERT_PATH`], a
     /// `ConversionReview`) in, the review with its response out. `None` when nothing is registered
     /// on `path`. A body that cannot be read gets a refusal, never a panic.
-    pub fn handle(&self, path: &str, body: &[u8]) -> Option<Vec<u8>> {
+    pub async fn handle(&self, path: &str, body: &[u8]) -> Option<Vec<u8>> {
         if path == CONVERT_PATH {
             let routes = self.routes();
             if routes.conversions.is_empty() {
@@ -349,7 +553,7 @@ impl Webhooks {
         }
         // Not under the lock: a handler runs user code, which may take its time.
         let handler = self.routes().admission.get(path).cloned()?;
-        Some(review::admit(&handler, body))
+        Some(review::admit(&handler, body).await)
     }
 
     fn routes(&self) -> MutexGuard<'_, Routes> {

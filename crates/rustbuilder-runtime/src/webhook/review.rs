@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use futures::FutureExt;
+use futures::future::BoxFuture;
 use kube::Resource;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
@@ -13,17 +15,18 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tracing::{debug, warn};
 
-use super::{Defaulter, Denied, Validation, Validator};
+use super::{Defaulter, Denied, Validator};
 
-/// One admission route: a request in, its response out.
-pub(super) type AdmissionHandler =
-    Arc<dyn Fn(&AdmissionRequest<DynamicObject>) -> AdmissionResponse + Send + Sync>;
+/// One admission route: a request in, its response out, once the webhook has answered.
+pub(super) type AdmissionHandler = Arc<
+    dyn Fn(AdmissionRequest<DynamicObject>) -> BoxFuture<'static, AdmissionResponse> + Send + Sync,
+>;
 
 /// Answers an `AdmissionReview` body with `handler`.
-pub(super) fn admit(handler: &AdmissionHandler, body: &[u8]) -> Vec<u8> {
+pub(super) async fn admit(handler: &AdmissionHandler, body: &[u8]) -> Vec<u8> {
     let response = match serde_json::from_slice::<AdmissionReview<DynamicObject>>(body) {
         Ok(review) => match TryInto::<AdmissionRequest<DynamicObject>>::try_into(review) {
-            Ok(request) => handler(&request),
+            Ok(request) => handler(request).await,
             Err(error) => bad_request(AdmissionResponse::invalid(""), &error.to_string()),
         },
         Err(error) => {
@@ -37,69 +40,124 @@ pub(super) fn admit(handler: &AdmissionHandler, body: &[u8]) -> Vec<u8> {
 /// The handler of a [`Defaulter`]: defaults the object of a create or update and answers with the
 /// change as a JSON patch; lets anything else through.
 pub(super) fn defaulting_handler<D: Defaulter>(defaulter: D) -> AdmissionHandler {
+    let defaulter = Arc::new(defaulter);
     Arc::new(move |request| {
-        let response = AdmissionResponse::from(request);
-        let Some(object) = &request.object else {
-            return response; // a delete: nothing to default
-        };
-        if !matches!(request.operation, Operation::Create | Operation::Update) {
-            return response;
-        }
-        let original = match serde_json::to_value(object) {
-            Ok(original) => original,
-            Err(error) => return bad_request(response, &error.to_string()),
-        };
-        let mut typed: D::Object = match typed(original.clone()) {
-            Ok(typed) => typed,
-            Err(message) => return bad_request(response, &message),
-        };
-        if let Err(denied) = defaulter.default(&mut typed) {
-            return deny(response, &denied);
-        }
-        let defaulted = match serde_json::to_value(&typed) {
-            Ok(defaulted) => defaulted,
-            Err(error) => return bad_request(response, &error.to_string()),
-        };
-        let patch = patch_between(&original, &defaulted);
-        if patch.0.is_empty() {
-            return response;
-        }
-        debug!(operations = patch.0.len(), "defaulted");
-        match response.clone().with_patch(patch) {
-            Ok(patched) => patched,
-            Err(error) => bad_request(response, &error.to_string()),
-        }
+        let defaulter = defaulter.clone();
+        async move { set_defaults(&*defaulter, request).await }.boxed()
     })
+}
+
+async fn set_defaults<D: Defaulter>(
+    defaulter: &D,
+    request: AdmissionRequest<DynamicObject>,
+) -> AdmissionResponse {
+    let response = AdmissionResponse::from(&request);
+    if !matches!(request.operation, Operation::Create | Operation::Update) {
+        return response;
+    }
+    let Some(object) = &request.object else {
+        return response; // nothing to default
+    };
+    // The patch goes from the object as received, fields unknown to the type included.
+    let original = match serde_json::to_value(object) {
+        Ok(original) => original,
+        Err(error) => return bad_request(response, &error.to_string()),
+    };
+    let request: AdmissionRequest<D::Object> = match typed_request(request) {
+        Ok(request) => request,
+        Err(message) => return bad_request(response, &message),
+    };
+    let Some(mut object) = request.object.clone() else {
+        return response; // read above
+    };
+    if let Err(denied) = defaulter.set_defaults(&mut object, &request).await {
+        return deny(response, &denied);
+    }
+    let defaulted = match serde_json::to_value(&object) {
+        Ok(defaulted) => defaulted,
+        Err(error) => return bad_request(response, &error.to_string()),
+    };
+    let patch = patch_between(&original, &defaulted);
+    if patch.0.is_empty() {
+        return response;
+    }
+    debug!(operations = patch.0.len(), "defaulted");
+    match response.clone().with_patch(patch) {
+        Ok(patched) => patched,
+        Err(error) => bad_request(response, &error.to_string()),
+    }
 }
 
 /// The handler of a [`Validator`]: the create, update or delete check for the operation.
 pub(super) fn validating_handler<V: Validator>(validator: V) -> AdmissionHandler {
+    let validator = Arc::new(validator);
     Arc::new(move |request| {
-        let response = AdmissionResponse::from(request);
-        let object = |object: &Option<DynamicObject>, what: &str| -> Result<V::Object, String> {
-            let object = object
-                .as_ref()
-                .ok_or_else(|| format!("the request has no {what}"))?;
-            typed(serde_json::to_value(object).map_err(|e| e.to_string())?)
-        };
-        let validation: Result<Validation, String> = match request.operation {
-            Operation::Create => {
-                object(&request.object, "object").map(|new| validator.validate_create(&new))
-            }
-            Operation::Update => object(&request.old_object, "oldObject").and_then(|old| {
-                let new = object(&request.object, "object")?;
-                Ok(validator.validate_update(&old, &new))
-            }),
-            Operation::Delete => {
-                object(&request.old_object, "oldObject").map(|old| validator.validate_delete(&old))
-            }
-            Operation::Connect => Ok(Ok(Vec::new())),
-        };
-        match validation {
-            Ok(Ok(warnings)) => with_warnings(response, warnings),
-            Ok(Err(denied)) => deny(response, &denied),
-            Err(message) => bad_request(response, &message),
+        let validator = validator.clone();
+        async move { validate(&*validator, request).await }.boxed()
+    })
+}
+
+async fn validate<V: Validator>(
+    validator: &V,
+    request: AdmissionRequest<DynamicObject>,
+) -> AdmissionResponse {
+    let response = AdmissionResponse::from(&request);
+    if request.operation == Operation::Connect {
+        return response;
+    }
+    let request: AdmissionRequest<V::Object> = match typed_request(request) {
+        Ok(request) => request,
+        Err(message) => return bad_request(response, &message),
+    };
+    let (object, old) = (request.object.as_ref(), request.old_object.as_ref());
+    let validation = match (&request.operation, old, object) {
+        (Operation::Create, _, Some(new)) => validator.validate_create(new, &request).await,
+        (Operation::Update, Some(old), Some(new)) => {
+            validator.validate_update(old, new, &request).await
         }
+        (Operation::Delete, Some(old), _) => validator.validate_delete(old, &request).await,
+        (Operation::Update | Operation::Delete, None, _) => {
+            return bad_request(response, "the request has no oldObject");
+        }
+        _ => return bad_request(response, "the request has no object"),
+    };
+    match validation {
+        Ok(warnings) => with_warnings(response, warnings),
+        Err(denied) => deny(response, &denied),
+    }
+}
+
+/// The request with its objects read as `K`.
+fn typed_request<K>(request: AdmissionRequest<DynamicObject>) -> Result<AdmissionRequest<K>, String>
+where
+    K: Resource + DeserializeOwned,
+{
+    let object = |object: Option<DynamicObject>, what: &str| -> Result<Option<K>, String> {
+        let Some(object) = object else {
+            return Ok(None);
+        };
+        let value = serde_json::to_value(object).map_err(|e| e.to_string())?;
+        serde_json::from_value(value)
+            .map(Some)
+            .map_err(|error| format!("cannot read the {what}: {error}"))
+    };
+    Ok(AdmissionRequest {
+        object: object(request.object, "object")?,
+        old_object: object(request.old_object, "oldObject")?,
+        types: request.types,
+        uid: request.uid,
+        kind: request.kind,
+        resource: request.resource,
+        sub_resource: request.sub_resource,
+        request_kind: request.request_kind,
+        request_resource: request.request_resource,
+        request_sub_resource: request.request_sub_resource,
+        name: request.name,
+        namespace: request.namespace,
+        operation: request.operation,
+        user_info: request.user_info,
+        dry_run: request.dry_run,
+        options: request.options,
     })
 }
 
@@ -308,7 +366,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::webhook::{CONVERT_PATH, Webhooks};
+    use crate::webhook::{CONVERT_PATH, Validation, Webhooks};
 
     mod v1alpha1 {
         #[derive(
@@ -412,15 +470,52 @@ mod tests {
         }
     }
 
-    struct Sizes;
+    /// Defaults and validates sizes; records what each call saw of its request.
+    #[derive(Clone, Default)]
+    struct Sizes {
+        seen: Arc<std::sync::Mutex<Vec<String>>>,
+    }
+
+    impl Sizes {
+        /// Records `operation name by user (dry run)` of a request.
+        fn record(&self, what: &str, request: &AdmissionRequest<v1alpha1::Memcached>) {
+            let user = request.user_info.username.as_deref().unwrap_or("nobody");
+            let dry_run = if request.dry_run { " (dry run)" } else { "" };
+            let line = format!(
+                "{what} {:?} {} by {user}{dry_run}",
+                request.operation, request.name
+            );
+            self.seen.lock().unwrap().push(line);
+        }
+
+        fn seen(&self) -> Vec<String> {
+            self.seen.lock().unwrap().clone()
+        }
+    }
+
+    fn check_size(memcached: &v1alpha1::Memcached) -> Validation {
+        match memcached.spec.size {
+            Some(size) if size > 5 => Err(Denied::new(format!("size {size} is above 5"))),
+            Some(4) => Ok(vec!["size 4 is unusual".into()]),
+            _ => Ok(vec![]),
+        }
+    }
 
     impl Defaulter for Sizes {
         type Object = v1alpha1::Memcached;
 
-        fn default(&self, memcached: &mut v1alpha1::Memcached) -> Result<(), Denied> {
+        async fn set_defaults(
+            &self,
+            memcached: &mut v1alpha1::Memcached,
+            request: &AdmissionRequest<v1alpha1::Memcached>,
+        ) -> Result<(), Denied> {
+            self.record("default", request);
+            // The request carries the object as received, whatever this method changes.
+            assert_eq!(request.object.as_ref(), Some(&*memcached));
             if memcached.spec.note.as_deref() == Some("refuse") {
                 return Err(Denied::new("no defaults for you"));
             }
+            tokio::task::yield_now().await;
             memcached.spec.size.get_or_insert(3);
             Ok(())
         }
@@ -429,27 +524,37 @@ mod tests {
     impl Validator for Sizes {
         type Object = v1alpha1::Memcached;
 
-        fn validate_create(&self, memcached: &v1alpha1::Memcached) -> Validation {
-            match memcached.spec.size {
-                Some(size) if size > 5 => Err(Denied::new(format!("size {size} is above 5"))),
-                Some(4) => Ok(vec!["size 4 is unusual".into()]),
-                _ => Ok(vec![]),
-            }
+        async fn validate_create(
+            &self,
+            memcached: &v1alpha1::Memcached,
+            request: &AdmissionRequest<v1alpha1::Memcached>,
+        ) -> Validation {
+            self.record("validate", request);
+            tokio::task::yield_now().await;
+            check_size(memcached)
         }
 
-        fn validate_update(
+        async fn validate_update(
             &self,
             old: &v1alpha1::Memcached,
             new: &v1alpha1::Memcached,
+            request: &AdmissionRequest<v1alpha1::Memcached>,
         ) -> Validation {
+            self.record("validate", request);
+            assert_eq!(request.old_object.as_ref(), Some(old));
             if old.spec.note != new.spec.note {
                 return Err("note is immutable".into());
             }
-            self.validate_create(new)
+            check_size(new)
         }
 
-        fn validate_delete(&self, memcached: &v1alpha1::Memcached) -> Validation {
-            match memcached.spec.note.as_deref() {
+        async fn validate_delete(
+            &self,
+            old: &v1alpha1::Memcached,
+            request: &AdmissionRequest<v1alpha1::Memcached>,
+        ) -> Validation {
+            self.record("validate", request);
+            match old.spec.note.as_deref() {
                 Some("keep") => Err("kept".into()),
                 _ => Ok(vec![]),
             }
@@ -484,15 +589,22 @@ mod tests {
         serde_json::to_vec(&review).unwrap()
     }
 
-    fn call(webhooks: &Webhooks, path: &str, body: &[u8]) -> Value {
-        let answer = webhooks.handle(path, body).expect("a registered path");
+    async fn call(webhooks: &Webhooks, path: &str, body: &[u8]) -> Value {
+        let answer = webhooks
+            .handle(path, body)
+            .await
+            .expect("a registered path");
         serde_json::from_slice(&answer).unwrap()
     }
 
     fn registry() -> Webhooks {
+        registered(Sizes::default())
+    }
+
+    fn registered(sizes: Sizes) -> Webhooks {
         let webhooks = Webhooks::new();
-        webhooks.defaulter(Sizes);
-        webhooks.validator(Sizes);
+        webhooks.defaulter(sizes.clone());
+        webhooks.validator(sizes);
         webhooks
     }
 
@@ -506,14 +618,15 @@ mod tests {
         serde_json::from_slice(&bytes).unwrap()
     }
 
-    #[test]
-    fn defaulting_answers_with_a_json_patch_of_the_change_only() {
+    #[tokio::test]
+    async fn defaulting_answers_with_a_json_patch_of_the_change_only() {
         let webhooks = registry();
         let review = call(
             &webhooks,
             MUTATE,
             &admission("CREATE", Some(object(json!({}))), None),
-        );
+        )
+        .await;
         let response = &review["response"];
         assert_eq!(review["apiVersion"], "admission.k8s.io/v1");
         assert_eq!(review["kind"], "AdmissionReview");
@@ -531,34 +644,37 @@ mod tests {
             Some(object(json!({ "size": 2 }))),
             Some(object(json!({}))),
         );
-        let review = call(&webhooks, MUTATE, &set);
+        let review = call(&webhooks, MUTATE, &set).await;
         assert_eq!(review["response"]["allowed"], true);
         assert!(review["response"].get("patch").is_none(), "{review}");
     }
 
-    #[test]
-    fn a_defaulter_may_refuse() {
+    #[tokio::test]
+    async fn a_defaulter_may_refuse() {
         let webhooks = registry();
         let body = admission("CREATE", Some(object(json!({ "note": "refuse" }))), None);
-        let response = call(&webhooks, MUTATE, &body)["response"].clone();
+        let response = call(&webhooks, MUTATE, &body).await["response"].clone();
         assert_eq!(response["allowed"], false);
         assert_eq!(response["status"]["message"], "no defaults for you");
         assert_eq!(response["status"]["code"], 403);
     }
 
-    #[test]
-    fn validation_admits_with_warnings_or_refuses_with_the_message() {
+    #[tokio::test]
+    async fn validation_admits_with_warnings_or_refuses_with_the_message() {
         let webhooks = registry();
         let create = |spec| admission("CREATE", Some(object(spec)), None);
-        let response = call(&webhooks, VALIDATE, &create(json!({ "size": 2 })))["response"].clone();
+        let response =
+            call(&webhooks, VALIDATE, &create(json!({ "size": 2 }))).await["response"].clone();
         assert_eq!(response["allowed"], true);
         assert!(response.get("warnings").is_none());
 
-        let response = call(&webhooks, VALIDATE, &create(json!({ "size": 4 })))["response"].clone();
+        let response =
+            call(&webhooks, VALIDATE, &create(json!({ "size": 4 }))).await["response"].clone();
         assert_eq!(response["allowed"], true);
         assert_eq!(response["warnings"], json!(["size 4 is unusual"]));
 
-        let response = call(&webhooks, VALIDATE, &create(json!({ "size": 9 })))["response"].clone();
+        let response =
+            call(&webhooks, VALIDATE, &create(json!({ "size": 9 }))).await["response"].clone();
         assert_eq!(response["allowed"], false);
         assert_eq!(response["status"]["message"], "size 9 is above 5");
         assert_eq!(response["status"]["code"], 403);
@@ -569,72 +685,156 @@ mod tests {
             Some(object(json!({ "note": "b" }))),
             Some(object(json!({ "note": "a" }))),
         );
-        let response = call(&webhooks, VALIDATE, &update)["response"].clone();
+        let response = call(&webhooks, VALIDATE, &update).await["response"].clone();
         assert_eq!(response["status"]["message"], "note is immutable");
 
         let delete = admission("DELETE", None, Some(object(json!({ "note": "keep" }))));
-        let response = call(&webhooks, VALIDATE, &delete)["response"].clone();
+        let response = call(&webhooks, VALIDATE, &delete).await["response"].clone();
         assert_eq!(
             (&response["allowed"], &response["status"]["message"]),
             (&json!(false), &json!("kept"))
         );
         let delete = admission("DELETE", None, Some(object(json!({}))));
         assert_eq!(
-            call(&webhooks, VALIDATE, &delete)["response"]["allowed"],
+            call(&webhooks, VALIDATE, &delete).await["response"]["allowed"],
             true
         );
     }
 
-    #[test]
-    fn malformed_requests_are_refused_not_panicked_on() {
+    #[tokio::test]
+    async fn webhooks_get_the_request_as_the_api_server_sent_it() {
+        let sizes = Sizes::default();
+        let webhooks = registered(sizes.clone());
+        let mut dry_run: Value = serde_json::from_slice(&admission(
+            "CREATE",
+            Some(object(json!({ "size": 2 }))),
+            None,
+        ))
+        .unwrap();
+        dry_run["request"]["dryRun"] = true.into();
+        let dry_run = serde_json::to_vec(&dry_run).unwrap();
+        call(&webhooks, MUTATE, &dry_run).await;
+        call(&webhooks, VALIDATE, &dry_run).await;
+        // The validators compare the old object in the request with the one they get.
+        let update = admission(
+            "UPDATE",
+            Some(object(json!({ "size": 2 }))),
+            Some(object(json!({ "size": 1 }))),
+        );
+        call(&webhooks, MUTATE, &update).await;
+        let response = call(&webhooks, VALIDATE, &update).await["response"].clone();
+        assert_eq!(response["allowed"], true, "{response}");
+        let delete = admission("DELETE", None, Some(object(json!({}))));
+        call(&webhooks, VALIDATE, &delete).await;
+        assert_eq!(
+            sizes.seen(),
+            [
+                "default Create m by admin (dry run)",
+                "validate Create m by admin (dry run)",
+                "default Update m by admin",
+                "validate Update m by admin",
+                "validate Delete m by admin",
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn requests_for_unit_tests_are_what_the_api_server_sends() {
+        use crate::webhook::{create_request, delete_request, update_request};
+
+        let sizes = Sizes::default();
+        let old = serde_json::from_value::<v1alpha1::Memcached>(object(json!({}))).unwrap();
+        let mut new = old.clone();
+        new.spec.size = Some(9);
+        let mut request = create_request(&new);
+        request.user_info.username = Some("alice".into());
+        let mut defaulted = old.clone();
+        let mut create = create_request(&old);
+        create.dry_run = true;
+        sizes.set_defaults(&mut defaulted, &create).await.unwrap();
+        assert_eq!(defaulted.spec.size, Some(3));
+        let denied = sizes.validate_create(&new, &request).await.unwrap_err();
+        assert_eq!(denied.message(), "size 9 is above 5");
+        let update = update_request(&old, &new);
+        assert_eq!(update.old_object.as_ref(), Some(&old));
+        assert!(sizes.validate_update(&old, &new, &update).await.is_err());
+        let delete = delete_request(&old);
+        assert_eq!(delete.object, None);
+        assert_eq!(sizes.validate_delete(&old, &delete).await, Ok(vec![]));
+        assert_eq!(
+            sizes.seen(),
+            [
+                "default Create m by nobody (dry run)",
+                "validate Create m by alice",
+                "validate Update m by nobody",
+                "validate Delete m by nobody",
+            ]
+        );
+        // The same fields as a request read from the API server's JSON.
+        let sent = admission("UPDATE", Some(object(json!({}))), Some(object(json!({}))));
+        let sent: AdmissionReview<v1alpha1::Memcached> = serde_json::from_slice(&sent).unwrap();
+        let sent: AdmissionRequest<v1alpha1::Memcached> = sent.try_into().unwrap();
+        let made = update_request(&old, &old);
+        assert_eq!(made.kind, sent.kind);
+        let resource = |r: &kube::core::GroupVersionResource| {
+            (r.group.clone(), r.version.clone(), r.resource.clone())
+        };
+        assert_eq!(resource(&made.resource), resource(&sent.resource));
+        assert_eq!((&made.name, &made.namespace), (&sent.name, &sent.namespace));
+        assert_eq!(made.types, sent.types);
+    }
+
+    #[tokio::test]
+    async fn malformed_requests_are_refused_not_panicked_on() {
         let webhooks = registry();
         for body in [&b"not json"[..], b"{}", b"{\"request\": 3}"] {
-            let response = call(&webhooks, VALIDATE, body)["response"].clone();
+            let response = call(&webhooks, VALIDATE, body).await["response"].clone();
             assert_eq!(response["allowed"], false, "{response}");
             assert_eq!(response["status"]["code"], 400);
         }
         // An object that does not fit the type: refused with the uid kept.
         let body = admission("CREATE", Some(object(json!({ "size": "three" }))), None);
-        let response = call(&webhooks, VALIDATE, &body)["response"].clone();
+        let response = call(&webhooks, VALIDATE, &body).await["response"].clone();
         assert_eq!(response["allowed"], false);
         assert_eq!(response["uid"], "0c9a8d74-9cb7-44dd-b98e-09fd62def2f4");
         assert_eq!(response["status"]["code"], 400);
         // An update without its old object.
         let body = admission("UPDATE", Some(object(json!({}))), None);
-        let message = call(&webhooks, VALIDATE, &body)["response"]["status"]["message"].clone();
+        let message =
+            call(&webhooks, VALIDATE, &body).await["response"]["status"]["message"].clone();
         assert_eq!(message, "the request has no oldObject");
 
-        assert!(webhooks.handle("/validate-other", b"{}").is_none());
+        assert!(webhooks.handle("/validate-other", b"{}").await.is_none());
         assert!(
-            webhooks.handle("/convert", b"{}").is_none(),
+            webhooks.handle("/convert", b"{}").await.is_none(),
             "no conversion registered"
         );
     }
 
-    #[test]
-    fn custom_paths_serve_the_webhooks_there_only() {
+    #[tokio::test]
+    async fn custom_paths_serve_the_webhooks_there_only() {
         let webhooks = Webhooks::new();
-        webhooks.defaulter_at("/custom-mutate-sizes", Sizes);
-        webhooks.validator_at("/custom-validate-sizes", Sizes);
+        webhooks.defaulter_at("/custom-mutate-sizes", Sizes::default());
+        webhooks.validator_at("/custom-validate-sizes", Sizes::default());
         assert_eq!(
             webhooks.paths(),
             ["/custom-mutate-sizes", "/custom-validate-sizes"]
         );
         let body = admission("CREATE", Some(object(json!({}))), None);
-        let response = call(&webhooks, "/custom-mutate-sizes", &body)["response"].clone();
+        let response = call(&webhooks, "/custom-mutate-sizes", &body).await["response"].clone();
         assert_eq!(response["allowed"], true, "{response}");
         assert_eq!(response["patchType"], "JSONPatch", "{response}");
-        let response = call(&webhooks, "/custom-validate-sizes", &body)["response"].clone();
+        let response = call(&webhooks, "/custom-validate-sizes", &body).await["response"].clone();
         assert_eq!(response["allowed"], true, "{response}");
         // The default routes are not served.
-        assert!(webhooks.handle(MUTATE, &body).is_none());
-        assert!(webhooks.handle(VALIDATE, &body).is_none());
+        assert!(webhooks.handle(MUTATE, &body).await.is_none());
+        assert!(webhooks.handle(VALIDATE, &body).await.is_none());
     }
 
     #[test]
     #[should_panic(expected = "does not start with /")]
     fn a_custom_path_is_absolute() {
-        Webhooks::new().defaulter_at("custom-mutate", Sizes);
+        Webhooks::new().defaulter_at("custom-mutate", Sizes::default());
     }
 
     #[test]
@@ -669,8 +869,8 @@ mod tests {
         webhooks
     }
 
-    #[test]
-    fn conversion_goes_through_the_hub_and_keeps_the_order() {
+    #[tokio::test]
+    async fn conversion_goes_through_the_hub_and_keeps_the_order() {
         let webhooks = converting();
         assert_eq!(webhooks.paths(), ["/convert"]);
         let alpha = object(json!({ "size": 2, "note": "n" }));
@@ -679,7 +879,7 @@ mod tests {
             "metadata": { "name": "h", "labels": { "a": "b" } }, "spec": { "replicas": 7 }
         });
         let body = conversion_review("cache.example.com/v2", vec![alpha, hub]);
-        let review = call(&webhooks, CONVERT_PATH, &body);
+        let review = call(&webhooks, CONVERT_PATH, &body).await;
         let response = &review["response"];
         assert_eq!(review["kind"], "ConversionReview");
         assert_eq!(response["uid"], "u-1");
@@ -693,31 +893,33 @@ mod tests {
         assert_eq!(objects[1]["metadata"]["labels"], json!({ "a": "b" }));
     }
 
-    #[test]
-    fn conversion_round_trips() {
+    #[tokio::test]
+    async fn conversion_round_trips() {
         let webhooks = converting();
         let alpha = object(json!({ "size": 2, "note": "n" }));
         let there = conversion_review("cache.example.com/v1", vec![alpha.clone()]);
-        let hub = call(&webhooks, CONVERT_PATH, &there)["response"]["convertedObjects"][0].clone();
+        let hub =
+            call(&webhooks, CONVERT_PATH, &there).await["response"]["convertedObjects"][0].clone();
         assert_eq!(hub["spec"], json!({ "replicas": 2, "note": "n" }));
         let back = conversion_review("cache.example.com/v1alpha1", vec![hub]);
-        let back = call(&webhooks, CONVERT_PATH, &back)["response"]["convertedObjects"][0].clone();
+        let back =
+            call(&webhooks, CONVERT_PATH, &back).await["response"]["convertedObjects"][0].clone();
         let parsed: v1alpha1::Memcached = serde_json::from_value(back).unwrap();
         let expected: v1alpha1::Memcached = serde_json::from_value(alpha).unwrap();
         assert_eq!(parsed, expected);
     }
 
-    #[test]
-    fn conversion_failures_name_the_object() {
+    #[tokio::test]
+    async fn conversion_failures_name_the_object() {
         let webhooks = converting();
         let body = conversion_review("cache.example.com/v9", vec![object(json!({}))]);
-        let response = call(&webhooks, CONVERT_PATH, &body)["response"].clone();
+        let response = call(&webhooks, CONVERT_PATH, &body).await["response"].clone();
         assert_eq!(response["result"]["status"], "Failure");
         let message = response["result"]["message"].as_str().unwrap();
         assert!(message.starts_with("Memcached \"m\" from cache.example.com/v1alpha1: no conversion for version v9 (known: v1, v1alpha1, v2)"), "{message}");
         assert_eq!(response["convertedObjects"], json!([]));
 
-        let response = call(&webhooks, CONVERT_PATH, b"[]")["response"].clone();
+        let response = call(&webhooks, CONVERT_PATH, b"[]").await["response"].clone();
         assert_eq!(response["result"]["code"], 400);
     }
 

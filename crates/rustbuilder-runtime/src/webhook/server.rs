@@ -117,8 +117,9 @@ async fn answer(webhooks: &Webhooks, request: Request<Incoming>) -> Response<Str
             return http::text(StatusCode::BAD_REQUEST, &error.to_string());
         }
     };
-    // Handlers are synchronous and quick; a slow one only holds this connection.
-    match webhooks.handle(&path, &body) {
+    // A slow webhook holds this connection only: the API server gives up after the timeout of the
+    // webhook's configuration (10 s by default) and applies its failure policy.
+    match webhooks.handle(&path, &body).await {
         Some(answer) => json(answer),
         None => http::text(StatusCode::NOT_FOUND, "no webhook on this path"),
     }

@@ -11,12 +11,13 @@
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::ResourceExt;
-use rustbuilder_runtime::webhook::{Defaulter, Denied, Validation, Validator};
+use rustbuilder_runtime::webhook::{AdmissionRequest, Defaulter, Denied, Validation, Validator};
 
 /// The label of the examples: the name of the application, one of Kubernetes' recommended labels.
 const NAME_LABEL: &str = "app.kubernetes.io/name";
 
-/// The webhooks of `Deployment`.
+/// The webhooks of `Deployment`. When they need more than the object and the request, give it fields
+/// (e.g. a cache of other objects from `manager.cache()`) and build it so in `src/main.rs`.
 pub struct DeploymentWebhook;
 
 // +rustbuilder:webhook:path=/mutate-apps-v1-deployment,mutating=true,failurePolicy=fail,sideEffects=None,groups=apps,resources=deployments,verbs=create;update,versions=v1,name=mdeployment-v1.kb.io,admissionReviewVersions=v1
@@ -24,8 +25,13 @@ impl Defaulter for DeploymentWebhook {
     type Object = Deployment;
 
     /// Fills in what the user left out, on create and update. The runtime sends the changes back to
-    /// the API server as a JSON patch.
-    fn default(&self, deployment: &mut Deployment) -> Result<(), Denied> {
+    /// the API server as a JSON patch. The request tells who asks (`user_info`), whether it is a dry
+    /// run, and on an update holds the stored object (`old_object`).
+    async fn set_defaults(
+        &self,
+        deployment: &mut Deployment,
+        _request: &AdmissionRequest<Deployment>,
+    ) -> Result<(), Denied> {
         // TODO(user): set your defaults. The example names the application the object belongs to,
         // unless the user did.
         deployment
@@ -41,14 +47,24 @@ impl Validator for DeploymentWebhook {
     type Object = Deployment;
 
     /// Checks a new object: `Ok` admits it (with warnings for kubectl to print), `Err` refuses it with
-    /// the message the user sees.
-    fn validate_create(&self, _deployment: &Deployment) -> Validation {
+    /// the message the user sees. The request tells who asks (`user_info`) and whether it is a dry
+    /// run.
+    async fn validate_create(
+        &self,
+        _deployment: &Deployment,
+        _request: &AdmissionRequest<Deployment>,
+    ) -> Validation {
         // TODO(user): check what a new object must satisfy.
         Ok(Vec::new())
     }
 
     /// Checks a change from `old`, the stored object, to `new`.
-    fn validate_update(&self, old: &Deployment, new: &Deployment) -> Validation {
+    async fn validate_update(
+        &self,
+        old: &Deployment,
+        new: &Deployment,
+        _request: &AdmissionRequest<Deployment>,
+    ) -> Validation {
         // TODO(user): check what a change must satisfy. The example keeps the name label once it is
         // set: tools find the objects of an application by it.
         if let Some(before) = old.labels().get(NAME_LABEL)
@@ -63,7 +79,11 @@ impl Validator for DeploymentWebhook {
 
     /// Checks a deletion. The marker above does not ask for deletes (`verbs=create;update`): add
     /// `;delete` to it when this should refuse some.
-    fn validate_delete(&self, _deployment: &Deployment) -> Validation {
+    async fn validate_delete(
+        &self,
+        _deployment: &Deployment,
+        _request: &AdmissionRequest<Deployment>,
+    ) -> Validation {
         Ok(Vec::new())
     }
 }
@@ -73,6 +93,7 @@ impl Validator for DeploymentWebhook {
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use rustbuilder_runtime::webhook;
 
     /// A Deployment as a user would write it, with the name label if given.
     fn sample(name_label: Option<&str>) -> Deployment {
@@ -91,48 +112,62 @@ mod tests {
         deployment
     }
 
-    #[test]
-    fn defaulting_sets_the_name_label_when_missing() {
+    #[tokio::test]
+    async fn defaulting_sets_the_name_label_when_missing() {
         let mut deployment = sample(None);
-        DeploymentWebhook.default(&mut deployment).unwrap();
+        let request = webhook::create_request(&deployment);
+        let defaulted = DeploymentWebhook
+            .set_defaults(&mut deployment, &request)
+            .await;
+        assert_eq!(defaulted, Ok(()));
         assert_eq!(deployment.labels()[NAME_LABEL], "deployment");
     }
 
-    #[test]
-    fn defaulting_keeps_the_users_label() {
+    #[tokio::test]
+    async fn defaulting_keeps_the_users_label() {
         let mut deployment = sample(Some("mine"));
-        DeploymentWebhook.default(&mut deployment).unwrap();
+        let request = webhook::create_request(&deployment);
+        let defaulted = DeploymentWebhook
+            .set_defaults(&mut deployment, &request)
+            .await;
+        assert_eq!(defaulted, Ok(()));
         assert_eq!(deployment.labels()[NAME_LABEL], "mine");
     }
 
-    #[test]
-    fn validation_refuses_changing_or_removing_the_name_label() {
+    #[tokio::test]
+    async fn validation_refuses_changing_or_removing_the_name_label() {
         let old = sample(Some("deployment"));
-        let denied = DeploymentWebhook
-            .validate_update(&old, &sample(Some("other")))
-            .unwrap_err();
-        assert!(denied.to_string().contains(NAME_LABEL), "{denied}");
-        assert!(
-            DeploymentWebhook
-                .validate_update(&old, &sample(None))
-                .is_err()
-        );
+        for new in [sample(Some("other")), sample(None)] {
+            let request = webhook::update_request(&old, &new);
+            let refused = DeploymentWebhook
+                .validate_update(&old, &new, &request)
+                .await;
+            let denied = refused.unwrap_err();
+            assert!(denied.to_string().contains(NAME_LABEL), "{denied}");
+        }
     }
 
-    #[test]
-    fn validation_admits_creates_deletes_and_other_updates() {
+    #[tokio::test]
+    async fn validation_admits_creates_deletes_and_other_updates() {
         let deployment = sample(Some("deployment"));
         let admitted = Ok(Vec::new());
-        assert_eq!(DeploymentWebhook.validate_create(&deployment), admitted);
-        assert_eq!(
-            DeploymentWebhook.validate_update(&deployment, &deployment),
-            admitted
-        );
-        assert_eq!(
-            DeploymentWebhook.validate_update(&sample(None), &deployment),
-            admitted
-        );
-        assert_eq!(DeploymentWebhook.validate_delete(&deployment), admitted);
+        let request = webhook::create_request(&deployment);
+        let created = DeploymentWebhook
+            .validate_create(&deployment, &request)
+            .await;
+        assert_eq!(created, admitted);
+        for old in [deployment.clone(), sample(None)] {
+            let request = webhook::update_request(&old, &deployment);
+            let updated = DeploymentWebhook
+                .validate_update(&old, &deployment, &request)
+                .await;
+            assert_eq!(updated, admitted);
+        }
+        let request = webhook::delete_request(&deployment);
+        let deleted = DeploymentWebhook
+            .validate_delete(&deployment, &request)
+            .await;
+        assert_eq!(deleted, admitted);
     }
     // +rustbuilder:scaffold:webhook-tests
 }

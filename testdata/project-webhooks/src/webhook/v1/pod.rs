@@ -11,12 +11,13 @@
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use rustbuilder_runtime::webhook::{Denied, Validation, Validator};
+use rustbuilder_runtime::webhook::{AdmissionRequest, Denied, Validation, Validator};
 
 /// The label of the examples: the name of the application, one of Kubernetes' recommended labels.
 const NAME_LABEL: &str = "app.kubernetes.io/name";
 
-/// The webhooks of `Pod`.
+/// The webhooks of `Pod`. When they need more than the object and the request, give it fields
+/// (e.g. a cache of other objects from `manager.cache()`) and build it so in `src/main.rs`.
 pub struct PodWebhook;
 
 // +rustbuilder:webhook:path=/validate--v1-pod,mutating=false,failurePolicy=fail,sideEffects=None,groups="",resources=pods,verbs=create;update,versions=v1,name=vpod-v1.kb.io,admissionReviewVersions=v1
@@ -24,14 +25,20 @@ impl Validator for PodWebhook {
     type Object = Pod;
 
     /// Checks a new object: `Ok` admits it (with warnings for kubectl to print), `Err` refuses it with
-    /// the message the user sees.
-    fn validate_create(&self, _pod: &Pod) -> Validation {
+    /// the message the user sees. The request tells who asks (`user_info`) and whether it is a dry
+    /// run.
+    async fn validate_create(&self, _pod: &Pod, _request: &AdmissionRequest<Pod>) -> Validation {
         // TODO(user): check what a new object must satisfy.
         Ok(Vec::new())
     }
 
     /// Checks a change from `old`, the stored object, to `new`.
-    fn validate_update(&self, old: &Pod, new: &Pod) -> Validation {
+    async fn validate_update(
+        &self,
+        old: &Pod,
+        new: &Pod,
+        _request: &AdmissionRequest<Pod>,
+    ) -> Validation {
         // TODO(user): check what a change must satisfy. The example keeps the name label once it is
         // set: tools find the objects of an application by it.
         if let Some(before) = old.labels().get(NAME_LABEL)
@@ -46,7 +53,7 @@ impl Validator for PodWebhook {
 
     /// Checks a deletion. The marker above does not ask for deletes (`verbs=create;update`): add
     /// `;delete` to it when this should refuse some.
-    fn validate_delete(&self, _pod: &Pod) -> Validation {
+    async fn validate_delete(&self, _pod: &Pod, _request: &AdmissionRequest<Pod>) -> Validation {
         Ok(Vec::new())
     }
 }
@@ -56,6 +63,7 @@ impl Validator for PodWebhook {
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use rustbuilder_runtime::webhook;
 
     /// A Pod as a user would write it, with the name label if given.
     fn sample(name_label: Option<&str>) -> Pod {
@@ -73,24 +81,32 @@ mod tests {
         pod
     }
 
-    #[test]
-    fn validation_refuses_changing_or_removing_the_name_label() {
+    #[tokio::test]
+    async fn validation_refuses_changing_or_removing_the_name_label() {
         let old = sample(Some("pod"));
-        let denied = PodWebhook
-            .validate_update(&old, &sample(Some("other")))
-            .unwrap_err();
-        assert!(denied.to_string().contains(NAME_LABEL), "{denied}");
-        assert!(PodWebhook.validate_update(&old, &sample(None)).is_err());
+        for new in [sample(Some("other")), sample(None)] {
+            let request = webhook::update_request(&old, &new);
+            let refused = PodWebhook.validate_update(&old, &new, &request).await;
+            let denied = refused.unwrap_err();
+            assert!(denied.to_string().contains(NAME_LABEL), "{denied}");
+        }
     }
 
-    #[test]
-    fn validation_admits_creates_deletes_and_other_updates() {
+    #[tokio::test]
+    async fn validation_admits_creates_deletes_and_other_updates() {
         let pod = sample(Some("pod"));
         let admitted = Ok(Vec::new());
-        assert_eq!(PodWebhook.validate_create(&pod), admitted);
-        assert_eq!(PodWebhook.validate_update(&pod, &pod), admitted);
-        assert_eq!(PodWebhook.validate_update(&sample(None), &pod), admitted);
-        assert_eq!(PodWebhook.validate_delete(&pod), admitted);
+        let request = webhook::create_request(&pod);
+        let created = PodWebhook.validate_create(&pod, &request).await;
+        assert_eq!(created, admitted);
+        for old in [pod.clone(), sample(None)] {
+            let request = webhook::update_request(&old, &pod);
+            let updated = PodWebhook.validate_update(&old, &pod, &request).await;
+            assert_eq!(updated, admitted);
+        }
+        let request = webhook::delete_request(&pod);
+        let deleted = PodWebhook.validate_delete(&pod, &request).await;
+        assert_eq!(deleted, admitted);
     }
     // +rustbuilder:scaffold:webhook-tests
 }
