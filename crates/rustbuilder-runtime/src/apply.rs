@@ -76,13 +76,29 @@ where
         return Err(invalid("the desired object has no metadata.name"));
     };
     if let Some(current) = current {
-        let actual = serde_json::to_value(current).map_err(kube::Error::SerdeError)?;
+        let actual = actual_value(current)?;
         let wanted = serde_json::to_value(desired).map_err(kube::Error::SerdeError)?;
         if Comparison::of(&actual, field_manager).contains(&actual, &wanted) {
             return Ok(Applied::Unchanged(current.clone()));
         }
     }
     write(api, &name, current, desired, field_manager).await
+}
+
+/// `current` as JSON, with a `fieldsV1` that a [`Cache`](crate::cache::Cache) keeps as its JSON
+/// text (to save memory) read back into a tree.
+fn actual_value<K: Serialize>(current: &K) -> Result<Value, kube::Error> {
+    let mut actual = serde_json::to_value(current).map_err(kube::Error::SerdeError)?;
+    let entries = actual
+        .pointer_mut("/metadata/managedFields")
+        .and_then(Value::as_array_mut);
+    for entry in entries.into_iter().flatten() {
+        if let Some(Value::String(text)) = entry.get("fieldsV1") {
+            let tree = serde_json::from_str(text).map_err(kube::Error::SerdeError)?;
+            entry["fieldsV1"] = tree;
+        }
+    }
+    Ok(actual)
 }
 
 /// The server-side apply of [`apply`], once a comparison found a difference (or nothing to compare).
@@ -129,7 +145,7 @@ where
     let (Some(current), Some(name)) = (current, desired.meta().name.as_deref()) else {
         return apply(api, current, desired, field_manager).await;
     };
-    let mut actual = serde_json::to_value(current).map_err(kube::Error::SerdeError)?;
+    let mut actual = actual_value(current)?;
     let wanted = serde_json::to_value(desired).map_err(kube::Error::SerdeError)?;
     let comparison = Comparison::of(&actual, field_manager);
     if comparison.contains(&actual, &wanted) {

@@ -24,8 +24,8 @@
 //! ```
 //!
 //! Objects are kept as kube decodes them, less their managed fields (a large tree of every field
-//! each writer set): only this manager's own apply entry stays, which [`apply`](crate::apply) reads
-//! to tell what an apply would change.
+//! each writer set): only this manager's own apply entry stays, as JSON text, which
+//! [`apply`](crate::apply) reads to tell what an apply would change.
 
 use std::any::{Any, TypeId};
 use std::collections::{HashMap, HashSet};
@@ -34,6 +34,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use futures::{Stream, StreamExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1;
 use kube::api::Api;
 use kube::core::{Selector, SelectorExt};
 use kube::runtime::WatchStreamExt;
@@ -264,13 +265,23 @@ where
     }
 }
 
-/// Of an object's managed fields, keeps only the entry of `field_manager`'s applies.
+/// Of an object's managed fields, keeps only the entry of `field_manager`'s applies, and that one's
+/// `fieldsV1` as its JSON text: a tree of maps takes as much memory as the rest of a Deployment (about
+/// 11 KB each), its text a tenth of that. [`apply`](crate::apply) reads either.
 fn keep_own_apply_entry<K: Resource>(object: &mut K, field_manager: &str) {
-    object.managed_fields_mut().retain(|entry| {
+    let fields = object.managed_fields_mut();
+    fields.retain(|entry| {
         entry.manager.as_deref() == Some(field_manager)
             && entry.operation.as_deref() == Some("Apply")
             && entry.subresource.as_deref().is_none_or(str::is_empty)
     });
+    for entry in fields {
+        if let Some(FieldsV1(tree)) = &mut entry.fields_v1
+            && !tree.is_string()
+        {
+            *tree = serde_json::Value::String(tree.to_string());
+        }
+    }
 }
 
 /// Records each watch event in the store and the owner index, then hands the changes to the
@@ -538,8 +549,12 @@ mod tests {
             entry("us", "Apply", Some("status")),
             entry("us", "Apply", None),
         ]);
+        object.metadata.managed_fields.as_mut().unwrap()[3].fields_v1 =
+            Some(FieldsV1(serde_json::json!({"f:data": {"f:a": {}}})));
         keep_own_apply_entry(&mut object, "us");
         let kept = object.metadata.managed_fields.unwrap();
-        assert_eq!(kept, [entry("us", "Apply", None)]);
+        let mut expected = entry("us", "Apply", None);
+        expected.fields_v1 = Some(FieldsV1(r#"{"f:data":{"f:a":{}}}"#.into()));
+        assert_eq!(kept, [expected]);
     }
 }
