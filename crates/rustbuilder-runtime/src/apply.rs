@@ -11,6 +11,28 @@
 //! another order, is a difference), and, when the current object carries this field manager's
 //! `managedFields` entry (the [`owned`](crate::owned) cache keeps it), a field it set before and no
 //! longer sets is a difference too: the apply removes it.
+//!
+//! ```no_run
+//! # use k8s_openapi::api::core::v1::ConfigMap;
+//! # use kube::api::ObjectMeta;
+//! # async fn f(manager: rustbuilder_runtime::Manager) -> Result<(), kube::Error> {
+//! use rustbuilder_runtime::apply::{self, Applied};
+//!
+//! let configmaps = manager.owned::<ConfigMap>();
+//! let desired = ConfigMap {
+//!     metadata: ObjectMeta { name: Some("settings".into()), namespace: Some("default".into()), ..Default::default() },
+//!     data: Some([("mode".to_string(), "fast".to_string())].into()),
+//!     ..Default::default()
+//! };
+//! let current = configmaps.get(Some("default"), "settings");
+//! let api = kube::Api::namespaced(manager.client(), "default");
+//! match apply::apply(&api, current.as_deref(), &desired, manager.name()).await? {
+//!     Applied::Unchanged(_) => {} // converged: no request was made
+//!     Applied::Changed(configmap) => println!("now at {:?}", configmap.metadata.resource_version),
+//! }
+//! # Ok(())
+//! # }
+//! ```
 
 use std::fmt::Debug;
 

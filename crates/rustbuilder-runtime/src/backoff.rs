@@ -2,6 +2,17 @@
 //!
 //! [`controller::Builder`](crate::controller::Builder) uses one [`ErrorBackoff`] per controller, so a
 //! reconcile function needs no error policy of its own.
+//!
+//! ```
+//! use std::time::Duration;
+//! use rustbuilder_runtime::backoff::ErrorBackoff;
+//!
+//! let backoff = ErrorBackoff::default();
+//! assert_eq!(backoff.next_delay("default/web"), Duration::from_secs(1));
+//! assert_eq!(backoff.next_delay("default/web"), Duration::from_secs(2));
+//! backoff.reset("default/web");
+//! assert_eq!(backoff.next_delay("default/web"), Duration::from_secs(1));
+//! ```
 
 use std::collections::HashMap;
 use std::sync::Mutex;

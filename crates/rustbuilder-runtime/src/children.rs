@@ -5,6 +5,23 @@
 //! [`Cache::children_of`](crate::cache::Cache::children_of)) and deletes each with a
 //! [`PropagationPolicy`] for what it owns in turn, and a precondition on its uid: an object
 //! re-created under the same name since the cache saw it is left alone.
+//!
+//! ```no_run
+//! # use k8s_openapi::api::batch::v1::{CronJob, Job};
+//! # async fn f(manager: rustbuilder_runtime::Manager, cronjob: &CronJob) -> Result<(), kube::Error> {
+//! use kube::api::PropagationPolicy;
+//! use rustbuilder_runtime::children;
+//!
+//! // Keep the three newest finished Jobs of a CronJob; delete the rest with their Pods.
+//! let mut finished: Vec<_> = manager.owned::<Job>().children_of(cronjob).into_iter()
+//!     .filter(|job| job.status.as_ref().is_some_and(|s| s.completion_time.is_some()))
+//!     .collect();
+//! finished.sort_by_key(|job| job.status.as_ref().and_then(|s| s.completion_time.clone()));
+//! let excess = finished.len().saturating_sub(3);
+//! children::delete(&manager.client(), &finished[..excess], PropagationPolicy::Background).await?;
+//! # Ok(())
+//! # }
+//! ```
 
 use std::sync::Arc;
 

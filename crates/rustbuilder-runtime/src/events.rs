@@ -1,4 +1,13 @@
 //! Kubernetes events on the objects a controller manages, shown by `kubectl describe`.
+//!
+//! ```no_run
+//! # use k8s_openapi::api::core::v1::ConfigMap;
+//! # fn f(manager: rustbuilder_runtime::Manager, object: &ConfigMap) {
+//! let events = manager.events();
+//! events.normal(object, "Copied", "Apply", "Copied the settings to the workload");
+//! events.warning(object, "CopyConflict", "Apply", "A ConfigMap of that name is someone else's");
+//! # }
+//! ```
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

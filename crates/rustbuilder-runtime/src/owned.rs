@@ -10,6 +10,21 @@
 //! made has no label of ours. [`Owned::find`] asks the API server then, unless
 //! [`Owned::with_other_names`] keeps the names of the others too (a watch of their metadata), so
 //! that a free name costs no API call.
+//!
+//! ```no_run
+//! # use k8s_openapi::api::apps::v1::Deployment;
+//! # async fn f(manager: rustbuilder_runtime::Manager) -> Result<(), kube::Error> {
+//! use rustbuilder_runtime::owned::{self, MANAGED_BY_LABEL};
+//!
+//! let deployments = manager.owned::<Deployment>().with_other_names();
+//! // From the cache: a GET only for a name someone else's Deployment holds.
+//! if let Some(deployment) = deployments.find("default", "web").await? {
+//!     let ours = deployment.metadata.labels.as_ref().is_some_and(|l| l.contains_key(MANAGED_BY_LABEL));
+//!     println!("ours: {ours}, controlled by: {:?}", owned::controller_of(&*deployment).map(|o| &o.name));
+//! }
+//! # Ok(())
+//! # }
+//! ```
 
 use std::fmt::{self, Debug};
 use std::ops::Deref;

@@ -4,6 +4,15 @@
 //!
 //! A controller that runs its workload as a Deployment turns a [`Rollout`] into its own status
 //! conditions, e.g. `Available` from [`Rollout::available`] and `Degraded` from [`Rollout::failure`].
+//!
+//! ```
+//! use k8s_openapi::api::apps::v1::Deployment;
+//! use rustbuilder_runtime::rollout::Rollout;
+//!
+//! // A Deployment its controller has not looked at yet.
+//! let rollout = Rollout::of(&Deployment::default());
+//! assert!(!rollout.complete);
+//! ```
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentCondition};
 
