@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod controller;
+pub mod webhook;
 // +rustbuilder:scaffold:modules
 
 /// Everything that can make a reconcile fail. The runtime logs it, counts it in

@@ -13,6 +13,7 @@ use clap::Parser;
 use rustbuilder_runtime::manager::{self, Manager, ManagerArgs};
 
 use project_cronjob::controller;
+use project_cronjob::webhook;
 // +rustbuilder:scaffold:imports
 
 /// The name of the leader-election Lease: unique to this project, the same for all its replicas.
@@ -37,6 +38,12 @@ async fn main() -> Result<(), manager::Error> {
         .leader_election_id(LEADER_ELECTION_ID)
         .start(args.manager)
         .await?;
+    manager
+        .webhooks()
+        .defaulter(webhook::v1::cron_job::CronJobWebhook);
+    manager
+        .webhooks()
+        .validator(webhook::v1::cron_job::CronJobWebhook);
     // +rustbuilder:scaffold:webhooks
     let controllers = manager.controllers();
     controllers.add(controller::cron_job::run(manager.clone()));

@@ -230,7 +230,7 @@ async fn cron_jobs_run_on_schedule_as_their_policies_say() {
 
     // Forbid: the second run waits for the first, which never ends; status.active names it.
     let mut forbid_spec = spec(true);
-    forbid_spec.concurrency_policy = Some(ConcurrencyPolicy::Forbid);
+    forbid_spec.concurrency_policy = ConcurrencyPolicy::Forbid;
     let forbid = t.create("forbid", forbid_spec).await;
     let (first, second) = first_runs(&forbid);
     t.set_clock(&forbid, first, 1).await;
@@ -257,7 +257,7 @@ async fn cron_jobs_run_on_schedule_as_their_policies_say() {
 
     // Replace: the second run replaces the first.
     let mut replace_spec = spec(true);
-    replace_spec.concurrency_policy = Some(ConcurrencyPolicy::Replace);
+    replace_spec.concurrency_policy = ConcurrencyPolicy::Replace;
     let replace = t.create("replace", replace_spec).await;
     let (first, second) = first_runs(&replace);
     t.set_clock(&replace, first, 1).await;

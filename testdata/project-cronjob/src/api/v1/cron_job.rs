@@ -38,9 +38,9 @@ pub struct CronJobSpec {
     pub starting_deadline_seconds: Option<i64>,
 
     /// What to do when a run is due while the previous one still runs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("default" = "Allow"))]
-    pub concurrency_policy: Option<ConcurrencyPolicy>,
+    // Not an `Option`: a missing value reads as the default, `Allow`, which the CRD declares too.
+    #[serde(default)]
+    pub concurrency_policy: ConcurrencyPolicy,
 
     /// When true, no new run starts; runs already started go on. Defaults to false.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -146,7 +146,7 @@ pub async fn reconcile(cron_job: Arc<CronJob>, ctx: Arc<Context>) -> Result<Acti
         ctx.events.warning(cron_job, "MissedRun", "Schedule", &note);
         return Ok(next);
     }
-    match spec.concurrency_policy.unwrap_or_default() {
+    match spec.concurrency_policy {
         ConcurrencyPolicy::Forbid if !jobs.active.is_empty() => {
             let note = format!("Skipped the run of {due}: a Job still runs");
             ctx.events.normal(cron_job, "RunSkipped", "Schedule", &note);
