@@ -138,14 +138,8 @@ pub async fn reconcile(cron_job: Arc<CronJob>, ctx: Arc<Context>) -> Result<Acti
         return Ok(next);
     };
 
-    // 4. A run is due: too late, held back by a running Job, or started.
-    if let Some(deadline) = spec.starting_deadline_seconds
-        && due + SignedDuration::from_secs(deadline) < now
-    {
-        let note = format!("Skipped the run of {due}: more than {deadline}s late");
-        ctx.events.warning(cron_job, "MissedRun", "Schedule", &note);
-        return Ok(next);
-    }
+    // 4. A run is due (`runs` left out those later than the starting deadline): held back by a
+    // running Job, or started.
     match spec.concurrency_policy {
         ConcurrencyPolicy::Forbid if !jobs.active.is_empty() => {
             let note = format!("Skipped the run of {due}: a Job still runs");
