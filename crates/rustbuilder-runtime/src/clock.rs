@@ -87,7 +87,29 @@ impl Clock for FakeClock {
 
 /// Reconcile again at `at` by `clock`'s time (at once if `at` has passed): the [`Action`] for a
 /// reconcile that waits for a moment rather than for a change.
-pub fn requeue_at(at: Timestamp, clock: &impl Clock) -> Action {
+pub fn requeue_at(at: Timestamp, clock: &(impl Clock + ?Sized)) -> Action {
     let wait = at.duration_since(clock.now());
     Action::requeue(Duration::try_from(wait).unwrap_or(Duration::ZERO))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shared_clock_behind_a_trait_object_schedules_too() {
+        // Controllers keep their clock as `Arc<dyn Clock>`, to take the system's or a test's.
+        let fake = FakeClock::new("2026-01-01T00:00:00Z".parse().unwrap());
+        let clock: Arc<dyn Clock> = Arc::new(fake.clone());
+        let at: Timestamp = "2026-01-01T00:01:00Z".parse().unwrap();
+        assert_eq!(
+            requeue_at(at, clock.as_ref()),
+            Action::requeue(Duration::from_secs(60))
+        );
+        fake.advance(Duration::from_secs(30));
+        assert_eq!(
+            requeue_at(at, clock.as_ref()),
+            Action::requeue(Duration::from_secs(30))
+        );
+    }
 }

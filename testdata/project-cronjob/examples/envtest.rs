@@ -1,0 +1,14 @@
+// Copyright The project-cronjob Authors
+// SPDX-License-Identifier: Apache-2.0
+
+//! The test control plane from the command line, without Docker or a real cluster:
+//!
+//! - `cargo run --example envtest -- assets [--cluster]` prints the directory of the control-plane
+//!   binaries, downloading them on first use (`make setup-envtest`); `--cluster` adds the simulated
+//!   cluster's, of which kwok is built with Go;
+//! - `cargo run --example envtest -- local-cluster [KUBECONFIG]` runs etcd, kube-apiserver,
+//!   kube-controller-manager, kube-scheduler and kwok fake nodes until Ctrl-C (`make local-cluster`).
+
+fn main() -> std::process::ExitCode {
+    rustbuilder_envtest::main()
+}

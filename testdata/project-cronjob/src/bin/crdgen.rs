@@ -1,0 +1,24 @@
+// Copyright The project-cronjob Authors
+// SPDX-License-Identifier: Apache-2.0
+
+//! The manifests of the project, from the code: `cargo run --bin crdgen` prints every CRD as YAML;
+//! `-- --write` (what `make manifests` runs) writes them to `config/crd/bases/` and
+//! `config/rbac/role.yaml` from the `// +rustbuilder:rbac:` markers in `src/` (and
+//! `config/webhook/manifests.yaml` from the `// +rustbuilder:webhook:` ones); `-- --check` fails when
+//! those files are stale. A kind with several versions is one CRD: its storage version is named below.
+
+use std::process::ExitCode;
+
+use kube::CustomResourceExt;
+use project_cronjob::api;
+use rustbuilder_runtime::manifests::Crds;
+// +rustbuilder:scaffold:imports
+
+fn main() -> ExitCode {
+    let crds = Crds::new(vec![
+        api::v1::CronJob::crd(),
+        // +rustbuilder:scaffold:crds
+    ]);
+    // +rustbuilder:scaffold:crdoptions
+    crds.main()
+}

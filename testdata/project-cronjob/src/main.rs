@@ -1,0 +1,53 @@
+// Copyright The project-cronjob Authors
+// SPDX-License-Identifier: Apache-2.0
+
+//! The manager: runs every controller of the project until SIGTERM or Ctrl-C.
+//!
+//! The runtime does the rest (see `project-cronjob --help`): it connects to the cluster (in-cluster
+//! config, else the current kubeconfig), serves health probes and metrics, waits to be elected leader
+//! when `--leader-elect` is on, and on shutdown lets in-flight reconciles finish and hands the lease over.
+//! `rustbuilder create api` adds each new controller at the marker below, `rustbuilder create webhook`
+//! each webhook.
+
+use clap::Parser;
+use rustbuilder_runtime::manager::{self, Manager, ManagerArgs};
+
+use project_cronjob::controller;
+use project_cronjob::webhook;
+// +rustbuilder:scaffold:imports
+
+/// The name of the leader-election Lease: unique to this project, the same for all its replicas.
+const LEADER_ELECTION_ID: &str = "project-cronjob.tutorial.kubebuilder.io";
+
+/// The project-cronjob manager: runs the controllers of the project.
+///
+/// Every flag can also be set through the environment variable shown next to it.
+#[derive(Debug, Parser)]
+#[command(version)]
+struct Args {
+    #[command(flatten)]
+    manager: ManagerArgs,
+}
+
+#[tokio::main]
+async fn main() -> Result<(), manager::Error> {
+    let args = Args::parse();
+    // `Manager::builder` also takes a tracing subscriber, a metrics registry, a client configuration
+    // and lease timings of your own.
+    let manager = Manager::builder(controller::MANAGER_NAME)
+        .leader_election_id(LEADER_ELECTION_ID)
+        .start(args.manager)
+        .await?;
+    manager
+        .webhooks()
+        .defaulter(webhook::v1::cron_job::CronJobWebhook);
+    manager
+        .webhooks()
+        .validator(webhook::v1::cron_job::CronJobWebhook);
+    // +rustbuilder:scaffold:webhooks
+    let controllers = manager.controllers();
+    controllers.add(controller::cron_job::run(manager.clone()));
+    // +rustbuilder:scaffold:controllers
+    // Waits for leadership when `--leader-elect` is on, then runs until SIGTERM.
+    controllers.run().await
+}

@@ -1,0 +1,153 @@
+// Copyright The project-cronjob Authors
+// SPDX-License-Identifier: Apache-2.0
+
+//! The admission webhooks of `CronJob` (batch.tutorial.kubebuilder.io/v1). The API server calls them
+//! on every create and update, before it stores the object: defaulting first, then validation.
+//!
+//! The schema already checks each field on its own (a history limit below 0 is refused with no
+//! webhook); the webhooks do what it cannot: fill in defaults the controller and the user should see
+//! in the stored object, parse the schedule, and bound the name by what the Jobs' names add to it.
+
+use kube::ResourceExt;
+use rustbuilder_runtime::webhook::{AdmissionRequest, Defaulter, Denied, Validation, Validator};
+
+use crate::api::v1::CronJob;
+use crate::controller::cron_job::{
+    DEFAULT_FAILED_JOBS_HISTORY_LIMIT, DEFAULT_SUCCESSFUL_JOBS_HISTORY_LIMIT, parse_schedule,
+};
+
+/// The longest name a CronJob may have: its Jobs are named `<name>-<unix time>`, ten digits and a dash
+/// more, and a Job's name, which becomes a label value of its Pods, holds at most 63 characters.
+pub const MAX_NAME_LENGTH: usize = 63 - 11;
+
+/// The webhooks of `CronJob`.
+pub struct CronJobWebhook;
+
+// +rustbuilder:webhook:path=/mutate-batch-tutorial-kubebuilder-io-v1-cronjob,mutating=true,failurePolicy=fail,sideEffects=None,groups=batch.tutorial.kubebuilder.io,resources=cronjobs,verbs=create;update,versions=v1,name=mcronjob-v1.kb.io,admissionReviewVersions=v1
+impl Defaulter for CronJobWebhook {
+    type Object = CronJob;
+
+    /// Writes the defaults into the stored object, so `kubectl get -o yaml` shows what the controller
+    /// does: not suspended, three succeeded and one failed Job kept. (`concurrencyPolicy` needs no
+    /// webhook: its type defaults to `Allow`, and the CRD says so.)
+    async fn set_defaults(
+        &self,
+        cron_job: &mut CronJob,
+        _request: &AdmissionRequest<CronJob>,
+    ) -> Result<(), Denied> {
+        let spec = &mut cron_job.spec;
+        spec.suspend.get_or_insert(false);
+        spec.successful_jobs_history_limit
+            .get_or_insert(DEFAULT_SUCCESSFUL_JOBS_HISTORY_LIMIT);
+        spec.failed_jobs_history_limit
+            .get_or_insert(DEFAULT_FAILED_JOBS_HISTORY_LIMIT);
+        Ok(())
+    }
+}
+
+// +rustbuilder:webhook:path=/validate-batch-tutorial-kubebuilder-io-v1-cronjob,mutating=false,failurePolicy=fail,sideEffects=None,groups=batch.tutorial.kubebuilder.io,resources=cronjobs,verbs=create;update,versions=v1,name=vcronjob-v1.kb.io,admissionReviewVersions=v1
+impl Validator for CronJobWebhook {
+    type Object = CronJob;
+
+    async fn validate_create(
+        &self,
+        cron_job: &CronJob,
+        _request: &AdmissionRequest<CronJob>,
+    ) -> Validation {
+        validate(cron_job)
+    }
+
+    async fn validate_update(
+        &self,
+        _old: &CronJob,
+        new: &CronJob,
+        _request: &AdmissionRequest<CronJob>,
+    ) -> Validation {
+        validate(new)
+    }
+
+    /// Deletes are not checked (the marker does not ask for them).
+    async fn validate_delete(
+        &self,
+        _cron_job: &CronJob,
+        _request: &AdmissionRequest<CronJob>,
+    ) -> Validation {
+        Ok(Vec::new())
+    }
+}
+// +rustbuilder:scaffold:webhooks
+
+/// Every problem of `cron_job` at once, one per line, each naming its field.
+pub fn validate(cron_job: &CronJob) -> Validation {
+    let mut problems = Vec::new();
+    let name = cron_job.name_any();
+    if name.len() > MAX_NAME_LENGTH {
+        problems.push(format!(
+            "metadata.name: {name:?} is {} characters long, at most {MAX_NAME_LENGTH} are allowed (the Jobs' names add 11)",
+            name.len()
+        ));
+    }
+    let schedule = &cron_job.spec.schedule;
+    if let Err(error) = parse_schedule(schedule) {
+        problems.push(format!(
+            "spec.schedule: {schedule:?} is not a cron schedule (five fields: minute hour day-of-month month day-of-week, e.g. \"*/5 * * * *\"): {error}"
+        ));
+    }
+    if problems.is_empty() {
+        Ok(Vec::new())
+    } else {
+        Err(Denied::new(problems.join("\n")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::v1::CronJobSpec;
+    use rustbuilder_runtime::webhook;
+
+    fn sample(name: &str, schedule: &str) -> CronJob {
+        CronJob::new(
+            name,
+            CronJobSpec {
+                schedule: schedule.into(),
+                ..Default::default()
+            },
+        )
+    }
+
+    #[tokio::test]
+    async fn defaults_fill_what_is_missing_and_keep_what_is_set() {
+        let mut cron_job = sample("sample", "*/5 * * * *");
+        cron_job.spec.failed_jobs_history_limit = Some(0);
+        let request = webhook::create_request(&cron_job);
+        let defaulted = CronJobWebhook.set_defaults(&mut cron_job, &request).await;
+        assert_eq!(defaulted, Ok(()));
+        assert_eq!(cron_job.spec.suspend, Some(false));
+        assert_eq!(cron_job.spec.successful_jobs_history_limit, Some(3));
+        assert_eq!(cron_job.spec.failed_jobs_history_limit, Some(0));
+    }
+
+    #[tokio::test]
+    async fn a_good_cron_job_is_admitted() {
+        let cron_job = sample(&"a".repeat(MAX_NAME_LENGTH), "0 3 * * 1-5");
+        let request = webhook::create_request(&cron_job);
+        let admitted = CronJobWebhook.validate_create(&cron_job, &request).await;
+        assert_eq!(admitted, Ok(Vec::new()));
+    }
+
+    #[tokio::test]
+    async fn a_bad_schedule_and_a_long_name_are_refused_together() {
+        let old = sample("sample", "*/5 * * * *");
+        let new = sample(&"a".repeat(MAX_NAME_LENGTH + 1), "every day");
+        let request = webhook::update_request(&old, &new);
+        let refused = CronJobWebhook.validate_update(&old, &new, &request).await;
+        let message = refused.unwrap_err().to_string();
+        assert!(message.contains("metadata.name: "), "{message}");
+        assert!(message.contains("at most 52"), "{message}");
+        assert!(
+            message.contains("spec.schedule: \"every day\" is not a cron schedule"),
+            "{message}"
+        );
+    }
+}

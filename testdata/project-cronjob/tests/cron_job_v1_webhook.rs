@@ -1,0 +1,77 @@
+// Copyright The project-cronjob Authors
+// SPDX-License-Identifier: Apache-2.0
+
+//! The webhooks of `CronJob` called by a real API server. rustbuilder-envtest registers
+//! `config/webhook/manifests.yaml` (which `make manifests` writes from the markers) with the address of
+//! the webhook server this test starts, so the API server calls the webhooks as it does in a cluster.
+
+use kube::CustomResourceExt;
+use kube::api::{Api, PostParams};
+use rustbuilder_envtest::TestEnv;
+use rustbuilder_runtime::manager::CertSource;
+use rustbuilder_runtime::webhook::{Server, Webhooks};
+
+use project_cronjob::api::v1::{ConcurrencyPolicy, CronJob, CronJobSpec};
+use project_cronjob::webhook::v1::cron_job::CronJobWebhook;
+
+/// One control plane with the CRD and the webhook configurations, and the webhook server they point
+/// at, for every check.
+#[tokio::test]
+async fn the_api_server_defaults_and_validates_cronjobs() {
+    let env = TestEnv::builder()
+        .crd(CronJob::crd())
+        .webhook_manifests("config/webhook")
+        .start()
+        .await;
+    // The webhooks `src/main.rs` registers.
+    let webhooks = Webhooks::new();
+    webhooks.defaulter(CronJobWebhook);
+    webhooks.validator(CronJobWebhook);
+    let address = format!("127.0.0.1:{}", env.webhook_port());
+    let cert = CertSource::Files {
+        cert: env.webhook_cert_dir().join("tls.crt"),
+        key: env.webhook_cert_dir().join("tls.key"),
+    };
+    let _server = Server::start(webhooks, &address.parse().unwrap(), cert)
+        .await
+        .expect("the webhook server starts");
+    let api: Api<CronJob> = Api::namespaced(env.client(), "default");
+    let sample = |name: &str, schedule: &str| {
+        CronJob::new(
+            name,
+            CronJobSpec {
+                schedule: schedule.into(),
+                ..Default::default()
+            },
+        )
+    };
+
+    // Defaulting: the stored object has every default.
+    let created = api
+        .create(&PostParams::default(), &sample("defaulted", "*/5 * * * *"))
+        .await
+        .expect("a good CronJob is admitted");
+    let spec = &created.spec;
+    assert_eq!(spec.concurrency_policy, ConcurrencyPolicy::Allow);
+    assert_eq!(spec.suspend, Some(false));
+    assert_eq!(spec.successful_jobs_history_limit, Some(3));
+    assert_eq!(spec.failed_jobs_history_limit, Some(1));
+
+    // Validation: a bad schedule and a name too long, refused with the webhook's message.
+    let too_long = "a".repeat(53);
+    for (object, expected) in [
+        (
+            sample("bad-schedule", "61 * * * *"),
+            "spec.schedule: \"61 * * * *\" is not a cron schedule",
+        ),
+        (sample(&too_long, "*/5 * * * *"), "metadata.name: "),
+    ] {
+        match api.create(&PostParams::default(), &object).await {
+            Err(kube::Error::Api(status)) => {
+                assert_eq!(status.code, 403, "{status:?}");
+                assert!(status.message.contains(expected), "{}", status.message);
+            }
+            other => panic!("the CronJob should be refused, got {other:?}"),
+        }
+    }
+}

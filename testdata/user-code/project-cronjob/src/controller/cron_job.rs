@@ -1,0 +1,450 @@
+// Copyright The project-cronjob Authors
+// SPDX-License-Identifier: Apache-2.0
+
+//! The `CronJob` controller: starts a Job at each time the schedule names, keeps the history of
+//! finished Jobs within its limits, and reports the running Jobs and the last run in the status.
+//!
+//! Every reconcile goes through the same steps: list the CronJob's Jobs (from the shared cache, by
+//! owner), sort them into running, succeeded and failed, write the status, delete the finished Jobs
+//! beyond the history limits, then decide whether a run is due now. It asks to be reconciled again
+//! at the next scheduled time; the time comes from a [`Clock`], which tests replace.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use croner::Cron;
+use croner::parser::{CronParser, Seconds, Year};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::{SignedDuration, Timestamp, tz::TimeZone};
+use kube::api::{Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::runtime::controller::Action;
+use kube::{Api, Client, Resource, ResourceExt};
+use rustbuilder_runtime::clock::{Clock, SystemClock, requeue_at};
+use rustbuilder_runtime::events::Events;
+use rustbuilder_runtime::owned::Owned;
+use rustbuilder_runtime::{Manager, children};
+
+use super::MANAGER_NAME;
+use crate::api::v1::{ConcurrencyPolicy, CronJob, CronJobStatus};
+use crate::{Error, Result};
+
+// +rustbuilder:rbac:groups=batch.tutorial.kubebuilder.io,resources=cronjobs,verbs=get;list;watch
+// +rustbuilder:rbac:groups=batch.tutorial.kubebuilder.io,resources=cronjobs/status,verbs=get;patch
+// +rustbuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
+// +rustbuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+/// The annotation on each Job that says which scheduled time it runs for.
+pub const SCHEDULED_TIME: &str = "batch.tutorial.kubebuilder.io/scheduled-at";
+
+/// How many missed runs the controller looks back over before giving up on a schedule (a CronJob
+/// created long ago, or a clock set far back, would otherwise make it walk through years of runs).
+pub const MAX_MISSED_RUNS: usize = 100;
+
+/// The history limits when the spec names none (the defaulting webhook writes the same).
+pub const DEFAULT_SUCCESSFUL_JOBS_HISTORY_LIMIT: i32 = 3;
+pub const DEFAULT_FAILED_JOBS_HISTORY_LIMIT: i32 = 1;
+
+/// What every reconcile shares.
+pub struct Context {
+    /// Client for the Kubernetes API.
+    pub client: Client,
+    /// Events about CronJobs (a skipped run, a Job created).
+    pub events: Events,
+    /// The Jobs this manager created, shared with anything else that watches them.
+    pub jobs: Owned<Job>,
+    /// What time it is: the system's clock, or the one a test moves.
+    pub clock: Arc<dyn Clock>,
+}
+
+/// Runs the controller with the system clock until shutdown is requested.
+pub async fn run(manager: Manager) {
+    run_with_clock(manager, Arc::new(SystemClock)).await;
+}
+
+/// Runs the controller with `clock` telling the time (tests pass a `FakeClock`).
+pub async fn run_with_clock(manager: Manager, clock: Arc<dyn Clock>) {
+    let jobs = manager.owned::<Job>();
+    let ctx = Arc::new(Context {
+        client: manager.client(),
+        events: manager.events(),
+        jobs: jobs.clone(),
+        clock,
+    });
+    manager
+        .controller(manager.api::<CronJob>(), "cronjob")
+        // A Job that starts, finishes or goes away reconciles its CronJob.
+        .owns(&jobs)
+        .run(reconcile, ctx)
+        .await;
+}
+
+/// Brings the Jobs of one CronJob in line with its schedule and policies.
+pub async fn reconcile(cron_job: Arc<CronJob>, ctx: Arc<Context>) -> Result<Action> {
+    let cron_job = cron_job.as_ref();
+    let name = cron_job.name_any();
+    let namespace = cron_job
+        .namespace()
+        .ok_or_else(|| Error::InvalidObject("the CronJob has no namespace".into()))?;
+    let now = ctx.clock.now();
+
+    // 1. The Jobs, sorted by how they ended; the status says which still run and when the last began.
+    let jobs = Jobs::sort(ctx.jobs.children_of(cron_job));
+    let status = CronJobStatus {
+        active: (!jobs.active.is_empty())
+            .then(|| jobs.active.iter().map(|job| reference(job)).collect()),
+        last_schedule_time: jobs.last_scheduled.map(Time),
+        conditions: cron_job.status.as_ref().and_then(|s| s.conditions.clone()),
+    };
+    if cron_job.status.as_ref() != Some(&status) {
+        // A merge patch naming each field, so that one now empty (`active: null`) goes away.
+        let patch = serde_json::json!({ "status": {
+            "active": status.active,
+            "lastScheduleTime": status.last_schedule_time,
+        } });
+        let api = Api::<CronJob>::namespaced(ctx.client.clone(), &namespace);
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+    }
+
+    // 2. Finished Jobs beyond the history limits go, oldest first, their Pods with them.
+    let spec = &cron_job.spec;
+    let keep_succeeded = spec
+        .successful_jobs_history_limit
+        .unwrap_or(DEFAULT_SUCCESSFUL_JOBS_HISTORY_LIMIT);
+    let keep_failed = spec
+        .failed_jobs_history_limit
+        .unwrap_or(DEFAULT_FAILED_JOBS_HISTORY_LIMIT);
+    let mut old = beyond_limit(&jobs.succeeded, keep_succeeded);
+    old.extend(beyond_limit(&jobs.failed, keep_failed));
+    children::delete(&ctx.client, &old, PropagationPolicy::Background).await?;
+
+    // 3. A suspended CronJob starts nothing; a change of the spec will wake it.
+    if spec.suspend == Some(true) {
+        return Ok(Action::await_change());
+    }
+    let schedule = parse_schedule(&spec.schedule)
+        .map_err(|e| Error::InvalidObject(format!("spec.schedule: {e}")))?;
+    let since = jobs
+        .last_scheduled
+        .or_else(|| cron_job.metadata.creation_timestamp.as_ref().map(|t| t.0))
+        .unwrap_or(now);
+    let runs = runs(&schedule, since, now, spec.starting_deadline_seconds)
+        .map_err(|e| Error::InvalidObject(format!("spec.schedule: {e}")))?;
+    let next = requeue_at(runs.next, ctx.clock.as_ref());
+    let Some(due) = runs.missed else {
+        // Nothing due yet: come back at the next scheduled time.
+        return Ok(next);
+    };
+
+    // 4. A run is due (`runs` left out those later than the starting deadline): held back by a
+    // running Job, or started.
+    match spec.concurrency_policy {
+        ConcurrencyPolicy::Forbid if !jobs.active.is_empty() => {
+            let note = format!("Skipped the run of {due}: a Job still runs");
+            ctx.events.normal(cron_job, "RunSkipped", "Schedule", &note);
+            return Ok(next);
+        }
+        ConcurrencyPolicy::Replace => {
+            children::delete(&ctx.client, &jobs.active, PropagationPolicy::Background).await?;
+        }
+        _ => {}
+    }
+    let job = build_job(cron_job, due)?;
+    let api = Api::<Job>::namespaced(ctx.client.clone(), &namespace);
+    match api.create(&PostParams::default(), &job).await {
+        Ok(job) => {
+            let note = format!("Created Job {} for {due}", job.name_any());
+            ctx.events.normal(cron_job, "JobCreated", "Schedule", &note);
+        }
+        // Created by an earlier reconcile the cache had not seen yet.
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(error) => return Err(error.into()),
+    }
+    Ok(next)
+}
+
+/// A CronJob's Jobs by state, and the latest scheduled time any of them ran for.
+#[derive(Debug, Default)]
+pub struct Jobs {
+    pub active: Vec<Arc<Job>>,
+    pub succeeded: Vec<Arc<Job>>,
+    pub failed: Vec<Arc<Job>>,
+    pub last_scheduled: Option<Timestamp>,
+}
+
+impl Jobs {
+    /// Sorts `jobs` by state; each list is ordered by scheduled time, oldest first.
+    pub fn sort(mut jobs: Vec<Arc<Job>>) -> Jobs {
+        jobs.sort_by_key(|job| (scheduled_time(job), job.name_any()));
+        let mut sorted = Jobs::default();
+        for job in jobs {
+            if let Some(at) = scheduled_time(&job) {
+                sorted.last_scheduled = sorted.last_scheduled.max(Some(at));
+            }
+            match finished(&job) {
+                None => sorted.active.push(job),
+                Some(true) => sorted.succeeded.push(job),
+                Some(false) => sorted.failed.push(job),
+            }
+        }
+        sorted
+    }
+}
+
+/// `Some(true)` for a Job that completed, `Some(false)` for one that failed, `None` while it runs.
+pub fn finished(job: &Job) -> Option<bool> {
+    let conditions = job.status.as_ref()?.conditions.as_ref()?;
+    conditions
+        .iter()
+        .filter(|c| c.status == "True")
+        .find_map(|c| match c.type_.as_str() {
+            "Complete" => Some(true),
+            "Failed" => Some(false),
+            _ => None,
+        })
+}
+
+/// The scheduled time a Job runs for, from its annotation.
+pub fn scheduled_time(job: &Job) -> Option<Timestamp> {
+    job.annotations().get(SCHEDULED_TIME)?.parse().ok()
+}
+
+/// The oldest of `jobs` (sorted oldest first) beyond the `keep` newest.
+fn beyond_limit(jobs: &[Arc<Job>], keep: i32) -> Vec<Arc<Job>> {
+    let keep = usize::try_from(keep).unwrap_or(0);
+    jobs[..jobs.len().saturating_sub(keep)].to_vec()
+}
+
+fn reference(job: &Job) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("batch/v1".into()),
+        kind: Some("Job".into()),
+        name: job.metadata.name.clone(),
+        namespace: job.metadata.namespace.clone(),
+        uid: job.metadata.uid.clone(),
+        resource_version: job.metadata.resource_version.clone(),
+        ..Default::default()
+    }
+}
+
+/// Parses a schedule in Kubernetes' cron syntax: five fields (no seconds, no years), or a macro
+/// such as `@hourly`. A day of the month and a day of the week both restricted match either one, as
+/// in Vixie cron and Kubernetes.
+///
+/// The `croner` crate does the parsing and the arithmetic: it is maintained, reads the five-field
+/// syntax with an option to refuse seconds and years, and works on `jiff` times, the time type of
+/// k8s-openapi (the `cron` crate wants a seconds field and works on `chrono`).
+pub fn parse_schedule(schedule: &str) -> Result<Cron, croner::errors::CronError> {
+    CronParser::builder()
+        .seconds(Seconds::Disallowed)
+        .year(Year::Disallowed)
+        .build()
+        .parse(schedule)
+}
+
+/// Where a CronJob stands against its schedule at some moment.
+#[derive(Debug, PartialEq)]
+pub struct Runs {
+    /// The latest scheduled time that has come and has no Job yet, if any.
+    pub missed: Option<Timestamp>,
+    /// The first scheduled time after now.
+    pub next: Timestamp,
+}
+
+/// The runs of `schedule` between `since` (the last run, or the CronJob's creation) and `now`:
+/// the latest one missed and the next one. With a starting deadline, runs older than the deadline
+/// are not looked at. More than [`MAX_MISSED_RUNS`] missed runs is an error: the clock or the
+/// schedule is likely wrong, and starting one run would hide it.
+pub fn runs(
+    schedule: &Cron,
+    since: Timestamp,
+    now: Timestamp,
+    starting_deadline_seconds: Option<i64>,
+) -> Result<Runs, String> {
+    let mut earliest = since;
+    if let Some(deadline) = starting_deadline_seconds {
+        earliest = earliest.max(now - SignedDuration::from_secs(deadline));
+    }
+    let mut missed = None;
+    let mut count = 0;
+    for at in schedule.iter_after(earliest.to_zoned(TimeZone::UTC)) {
+        let at = at.timestamp();
+        if at > now {
+            return Ok(Runs { missed, next: at });
+        }
+        count += 1;
+        if count > MAX_MISSED_RUNS {
+            return Err(format!(
+                "more than {MAX_MISSED_RUNS} runs missed since {earliest}: check the clock, or set a startingDeadlineSeconds"
+            ));
+        }
+        missed = Some(at);
+    }
+    Err("the schedule names no time in the future".into())
+}
+
+/// The Job of `cron_job`'s run at `scheduled`: the template's, named after the CronJob and the
+/// time (the same run always gets the same name, so it cannot start twice), owned by the CronJob.
+pub fn build_job(cron_job: &CronJob, scheduled: Timestamp) -> Result<Job> {
+    let name = cron_job.name_any();
+    let owner = cron_job
+        .controller_owner_ref(&())
+        .ok_or_else(|| Error::InvalidObject(format!("{name} has no uid: not read from the API")))?;
+    let template = &cron_job.spec.job_template;
+    let template_meta = template.metadata.clone().unwrap_or_default();
+    let mut labels: BTreeMap<String, String> = template_meta.labels.unwrap_or_default();
+    // The label the manager's Job cache selects on.
+    labels.insert("app.kubernetes.io/managed-by".into(), MANAGER_NAME.into());
+    let mut annotations = template_meta.annotations.unwrap_or_default();
+    annotations.insert(SCHEDULED_TIME.into(), scheduled.to_string());
+    Ok(Job {
+        metadata: ObjectMeta {
+            name: Some(format!("{name}-{}", scheduled.as_second())),
+            namespace: cron_job.namespace(),
+            labels: Some(labels),
+            annotations: Some(annotations),
+            owner_references: Some(vec![owner]),
+            ..Default::default()
+        },
+        spec: template.spec.clone(),
+        ..Default::default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
+
+    fn at(text: &str) -> Timestamp {
+        text.parse().unwrap()
+    }
+
+    fn every_five_minutes() -> Cron {
+        parse_schedule("*/5 * * * *").unwrap()
+    }
+
+    #[test]
+    fn kubernetes_schedules_parse_and_others_do_not() {
+        for good in ["*/5 * * * *", "0 3 * * 1-5", "@hourly", "30 2 1 * *"] {
+            assert!(parse_schedule(good).is_ok(), "{good}");
+        }
+        for bad in ["", "* * * *", "0 */5 * * * *", "61 * * * *", "every minute"] {
+            assert!(parse_schedule(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn nothing_is_due_before_the_first_scheduled_time() {
+        let runs = runs(
+            &every_five_minutes(),
+            at("2026-01-01T00:01:00Z"),
+            at("2026-01-01T00:04:59Z"),
+            None,
+        );
+        assert_eq!(
+            runs,
+            Ok(Runs {
+                missed: None,
+                next: at("2026-01-01T00:05:00Z")
+            })
+        );
+    }
+
+    #[test]
+    fn the_latest_missed_run_is_due() {
+        let runs = runs(
+            &every_five_minutes(),
+            at("2026-01-01T00:01:00Z"),
+            at("2026-01-01T00:12:00Z"),
+            None,
+        )
+        .unwrap();
+        assert_eq!(runs.missed, Some(at("2026-01-01T00:10:00Z")));
+        assert_eq!(runs.next, at("2026-01-01T00:15:00Z"));
+    }
+
+    #[test]
+    fn a_run_at_exactly_now_is_due() {
+        let runs = runs(
+            &every_five_minutes(),
+            at("2026-01-01T00:01:00Z"),
+            at("2026-01-01T00:05:00Z"),
+            None,
+        )
+        .unwrap();
+        assert_eq!(runs.missed, Some(at("2026-01-01T00:05:00Z")));
+    }
+
+    #[test]
+    fn the_starting_deadline_hides_runs_too_old() {
+        let since = at("2026-01-01T00:01:00Z");
+        let now = at("2026-01-01T00:12:00Z");
+        // The 00:10 run is two minutes late: within 180 s, beyond 60 s.
+        let within = runs(&every_five_minutes(), since, now, Some(180)).unwrap();
+        assert_eq!(within.missed, Some(at("2026-01-01T00:10:00Z")));
+        let beyond = runs(&every_five_minutes(), since, now, Some(60)).unwrap();
+        assert_eq!(beyond.missed, None);
+        assert_eq!(beyond.next, at("2026-01-01T00:15:00Z"));
+    }
+
+    #[test]
+    fn too_many_missed_runs_is_an_error() {
+        let every_minute = parse_schedule("* * * * *").unwrap();
+        let since = at("2026-01-01T00:00:00Z");
+        assert!(runs(&every_minute, since, at("2026-01-01T01:40:00Z"), None).is_ok());
+        let error = runs(&every_minute, since, at("2026-01-01T01:41:00Z"), None).unwrap_err();
+        assert!(error.contains("more than 100 runs missed"), "{error}");
+        // A deadline bounds how far back the controller looks.
+        assert!(runs(&every_minute, since, at("2026-01-02T00:00:00Z"), Some(600)).is_ok());
+    }
+
+    fn job(name: &str, scheduled: &str, condition: Option<&str>) -> Arc<Job> {
+        let mut job = Job::default();
+        job.metadata.name = Some(name.into());
+        job.metadata.annotations =
+            Some(BTreeMap::from([(SCHEDULED_TIME.into(), scheduled.into())]));
+        job.status = condition.map(|type_| JobStatus {
+            conditions: Some(vec![JobCondition {
+                type_: type_.into(),
+                status: "True".into(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        });
+        Arc::new(job)
+    }
+
+    #[test]
+    fn jobs_sort_by_state_and_time() {
+        let jobs = Jobs::sort(vec![
+            job("c", "2026-01-01T00:10:00Z", Some("Complete")),
+            job("a", "2026-01-01T00:00:00Z", Some("Complete")),
+            job("f", "2026-01-01T00:05:00Z", Some("Failed")),
+            job("r", "2026-01-01T00:15:00Z", None),
+        ]);
+        let names = |jobs: &[Arc<Job>]| jobs.iter().map(|j| j.name_any()).collect::<Vec<_>>();
+        assert_eq!(names(&jobs.succeeded), ["a", "c"]);
+        assert_eq!(names(&jobs.failed), ["f"]);
+        assert_eq!(names(&jobs.active), ["r"]);
+        assert_eq!(jobs.last_scheduled, Some(at("2026-01-01T00:15:00Z")));
+        // Keeping one succeeded Job deletes the oldest.
+        assert_eq!(names(&beyond_limit(&jobs.succeeded, 1)), ["a"]);
+        assert!(beyond_limit(&jobs.failed, 1).is_empty());
+        assert_eq!(names(&beyond_limit(&jobs.failed, 0)), ["f"]);
+    }
+
+    #[test]
+    fn a_run_gets_a_job_named_after_its_time() {
+        let mut cron_job = CronJob::new("nightly", Default::default());
+        cron_job.metadata.namespace = Some("default".into());
+        cron_job.metadata.uid = Some("0000-1111".into());
+        let job = build_job(&cron_job, at("2026-01-01T00:05:00Z")).unwrap();
+        assert_eq!(job.name_any(), "nightly-1767225900");
+        assert_eq!(scheduled_time(&job), Some(at("2026-01-01T00:05:00Z")));
+        assert_eq!(job.labels()["app.kubernetes.io/managed-by"], MANAGER_NAME);
+        assert_eq!(job.owner_references()[0].uid, "0000-1111");
+    }
+}
