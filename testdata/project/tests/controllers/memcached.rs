@@ -1,4 +1,4 @@
-// Copyright The project-multigroup Authors
+// Copyright The project Authors
 // SPDX-License-Identifier: Apache-2.0
 
 //! The `Memcached` controller against a real API server: etcd and kube-apiserver (plus, where Pods
@@ -18,8 +18,8 @@ use rustbuilder_envtest::TestEnv;
 use rustbuilder_runtime::Manager;
 use serde_json::json;
 
-use project_multigroup::api::cache::v1alpha1::Memcached;
-use project_multigroup::controller::{MANAGER_NAME, cache::memcached};
+use project::api::v1alpha1::Memcached;
+use project::controller::{MANAGER_NAME, memcached};
 
 /// The image the tests run; with the fake nodes of the cluster mode no image is pulled.
 const IMAGE: &str = memcached::DEFAULT_IMAGE;
@@ -149,7 +149,7 @@ async fn the_apiserver_validates_memcacheds() {
 
 /// Grants `subject` exactly what the `+rustbuilder:rbac` markers of the controller declare.
 async fn grant_marker_rbac(client: &Client, namespace: &str, service_account: &str) {
-    let source = include_str!("../src/controller/cache/memcached.rs");
+    let source = include_str!("../../src/controller/memcached.rs");
     let rules: Vec<PolicyRule> = source
         .lines()
         .filter_map(|line| line.trim().strip_prefix("// +rustbuilder:rbac:"))
@@ -256,7 +256,7 @@ async fn event_reasons(client: &Client, namespace: &str, name: &str) -> Vec<Stri
 #[tokio::test]
 async fn the_controller_runs_memcached_end_to_end() {
     let env = start(true).await;
-    // Controller logs, with RUST_LOG=project_multigroup=debug for example.
+    // Controller logs, with RUST_LOG=project=debug for example.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
