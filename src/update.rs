@@ -709,6 +709,44 @@ mod tests {
     }
 
     #[test]
+    fn the_tests_of_the_older_layout_move_into_their_crates() {
+        let to = |path: &str| moved_to(Path::new(path)).map(|p| p.display().to_string());
+        assert_eq!(
+            to("tests/memcached_controller.rs").as_deref(),
+            Some("tests/controllers/memcached.rs")
+        );
+        assert_eq!(
+            to("tests/cache_memcached_v1alpha1_webhook.rs").as_deref(),
+            Some("tests/webhooks/cache_memcached_v1alpha1.rs")
+        );
+        assert_eq!(
+            to("tests/memcached_conversion.rs").as_deref(),
+            Some("tests/webhooks/memcached_conversion.rs")
+        );
+        for stays in [
+            "tests/e2e/memcached_controller.rs",
+            "tests/mine.rs",
+            "src/memcached_controller.rs",
+        ] {
+            assert_eq!(to(stays), None, "{stays}");
+        }
+        // Only where the new scaffold has the file at the new place, and the project at the old one.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("tests")).unwrap();
+        std::fs::write(dir.path().join("tests/a_controller.rs"), "").unwrap();
+        let set = |paths: &[&str]| paths.iter().map(PathBuf::from).collect::<BTreeSet<_>>();
+        let before = set(&["tests/a_controller.rs", "tests/b_controller.rs"]);
+        let after = set(&["tests/controllers/a.rs", "tests/controllers/b.rs"]);
+        assert_eq!(
+            moves(&before, &after, dir.path()),
+            vec![(
+                PathBuf::from("tests/a_controller.rs"),
+                PathBuf::from("tests/controllers/a.rs")
+            )]
+        );
+    }
+
+    #[test]
     fn versions_are_checked_before_they_name_files() {
         assert!(check_version("0.1.0").is_ok());
         assert!(check_version("0.2.0-rc.1+build").is_ok());
