@@ -726,6 +726,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn module_lines_follow_the_renames_of_their_crate_once() {
+        let renames = [
+            (
+                "tests/controllers/memcached.rs",
+                "tests/controllers/cache_memcached.rs",
+            ),
+            (
+                "tests/controllers/cache_memcached.rs",
+                "tests/controllers/cache_cache_memcached.rs",
+            ),
+            ("tests/e2e/memcached.rs", "tests/e2e/cache_memcached.rs"),
+        ]
+        .map(|(from, to)| (PathBuf::from(from), PathBuf::from(to)));
+        let main = "//! Tests.\n\nmod cache_memcached;\nmod memcached;\n// +rustbuilder:scaffold:modules\n";
+        assert_eq!(
+            rename_modules(main, Path::new("tests/controllers/main.rs"), &renames),
+            "//! Tests.\n\nmod cache_cache_memcached;\nmod cache_memcached;\n// +rustbuilder:scaffold:modules\n"
+        );
+        // Another crate's renames leave the file alone.
+        assert_eq!(
+            rename_modules(main, Path::new("tests/webhooks/main.rs"), &renames),
+            main
+        );
+    }
+
+    #[test]
     fn paths_of_the_crate_get_the_group() {
         let api = BTreeSet::from(["v1alpha1".to_string()]);
         let controller = BTreeSet::from(["memcached".to_string()]);
