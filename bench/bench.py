@@ -266,6 +266,8 @@ def median_range(xs):
     return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "n": len(xs), "all": xs}
 
 
+# The results file of `build-times`, which `report` reads (BENCH_BUILD_OUT: another one in bench/results/).
+BUILD_TIMES = os.environ.get("BENCH_BUILD_OUT", "build-times.json")
 # Builds as a user runs them: cargo's own defaults (incremental debug builds) and the profile the generated
 # Cargo.toml sets, not the settings rustbuilder's Makefile exports for its own builds.
 USER_CARGO = {"CARGO_INCREMENTAL": None, "CARGO_PROFILE_DEV_DEBUG": None}
@@ -297,6 +299,7 @@ def kinds_rust(d: Path, n: int, cold: bool, reps: int):
         res["cold"] = timed(["cargo", "build"], cwd=d, env=env)
     else:
         sh(["cargo", "build"], cwd=d, env=env)  # the runtime crates, which the project carries, at this path
+    sh(["cargo", "test", "--no-run"], cwd=d, env=env)  # the dev-dependencies too
     # The project's own crate, its dependencies built.
     sh(["cargo", "clean", "-p", "memcached-operator"], cwd=d, env=env)
     res["build"] = timed(["cargo", "build"], cwd=d, env=env)
@@ -335,13 +338,14 @@ def kinds_go(d: Path, n: int, cold: bool, reps: int):
         res["cold"] = timed(build, cwd=d, env=env)
     else:
         sh(build, cwd=d, env=env)
-    # The project's own packages, its dependencies built: every file of them changed, so none is cached.
-    for path in sorted(d.glob("api/**/*.go")) + sorted(d.glob("internal/**/*.go")) + sorted(d.glob("cmd/*.go")):
-        append_comment(path)
-    res["build"] = timed(build, cwd=d, env=env)
     # `make test`'s packages: all but the e2e tests; `-run '^$'` builds the test binaries and runs none.
     packages = [p for p in sh([go_bin(), "list", "./..."], cwd=d, env=env).stdout.split() if "/e2e" not in p]
     test = [go_bin(), "test", "-count=1", "-run", "^$", *packages]
+    sh(test, cwd=d, env=env)  # the test dependencies too
+    # The project's own packages, their dependencies built: every file of them changed, so none is cached.
+    for path in sorted(d.glob("api/**/*.go")) + sorted(d.glob("internal/**/*.go")) + sorted(d.glob("cmd/*.go")):
+        append_comment(path)
+    res["build"] = timed(build, cwd=d, env=env)
     res["test_build"] = timed(test, cwd=d, env=env)
     rebuild, test_rebuild, manifests = [], [], []
     for _ in range(reps):
@@ -373,8 +377,8 @@ def cmd_build_times(reps=int(os.environ.get("BENCH_BUILD_REPS", "3"))):
 
     if os.environ.get("BENCH_BUILD_SKIP"):  # scaffolding figures only
         RESULTS.mkdir(exist_ok=True)
-        (RESULTS / "build-times.json").write_text(json.dumps(res, indent=2))
-        log("wrote", RESULTS / "build-times.json", "(builds skipped)")
+        (RESULTS / BUILD_TIMES).write_text(json.dumps(res, indent=2))
+        log("wrote", RESULTS / BUILD_TIMES, "(builds skipped)")
         return
     # Builds. Cold (BENCH_BUILD_COLD=1, the default) = an empty build cache of its own, with the
     # dependencies already downloaded; warm (BENCH_BUILD_COLD=0) = the shared caches (GOCACHE default,
@@ -393,8 +397,8 @@ def cmd_build_times(reps=int(os.environ.get("BENCH_BUILD_REPS", "3"))):
             log(tool, n, "kinds", figures)
             res["kinds"].setdefault(str(n), {})[tool] = figures
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "build-times.json").write_text(json.dumps(res, indent=2))
-    log("wrote", RESULTS / "build-times.json")
+    (RESULTS / BUILD_TIMES).write_text(json.dumps(res, indent=2))
+    log("wrote", RESULTS / BUILD_TIMES)
 
 
 def build_memcached(cold: bool, reps: int):
@@ -1156,7 +1160,7 @@ OPERATORS = {"rust": "rust (16 workers: default)", "rust-1": "rust, 1 worker", "
 def cmd_report():
     files = [Path(p) for p in sys.argv[2:]] or sorted(RESULTS.glob("run-*.json"))
     trials = [t for f in files for t in json.loads(f.read_text())["trials"]]
-    if not trials and not (RESULTS / "build-times.json").exists():
+    if not trials and not (RESULTS / BUILD_TIMES).exists():
         die("no results: run `python3 bench/bench.py run` (or `build-times`) first")
     by = {}
     for t in trials:
@@ -1264,7 +1268,7 @@ def cmd_report():
                     p = by[(cluster, nmax, op)][0]["phases"].get(ph)
                     row.append(str(int(requests_of(p, op).get(k, 0))) if p else "—")
             lines.append(f"| {k} | " + " | ".join(row) + " |")
-    bt = RESULTS / "build-times.json"
+    bt = RESULTS / BUILD_TIMES
     if bt.exists():
         b = json.loads(bt.read_text())
         lines.append("\n#### Scaffolding and builds\n")
@@ -1297,8 +1301,8 @@ def cmd_report():
         lines.append("|---|---|---|---|")
         rows = (
             ("cold", "cold build (`cargo build` / `go build`)"),
-            ("build", "build, dependencies built"),
-            ("test_build", "test build (`cargo test --no-run` / `go test -run '^$'`), after the build"),
+            ("build", "build of the project's own code, dependencies built"),
+            ("test_build", "then the test build (`cargo test --no-run` / `go test -run '^$'`)"),
             ("rebuild", "rebuild after editing a controller"),
             ("test_rebuild", "test build after editing a controller"),
             ("manifests", "`make manifests` after editing an API type"),
