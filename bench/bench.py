@@ -89,7 +89,13 @@ def die(msg):
 
 
 def sh(cmd, cwd=None, env=None, check=True, quiet=True):
-    e = dict(os.environ, **(env or {}))
+    # `env` adds to the environment; a value of None removes the variable.
+    e = dict(os.environ)
+    for key, value in (env or {}).items():
+        if value is None:
+            e.pop(key, None)
+        else:
+            e[key] = value
     r = subprocess.run(cmd, cwd=cwd, env=e, text=True,
                        stdout=subprocess.PIPE if quiet else None,
                        stderr=subprocess.STDOUT if quiet else None)
@@ -260,6 +266,100 @@ def median_range(xs):
     return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "n": len(xs), "all": xs}
 
 
+# The results file of `build-times`, which `report` reads (BENCH_BUILD_OUT: another one in bench/results/).
+BUILD_TIMES = os.environ.get("BENCH_BUILD_OUT", "build-times.json")
+# Builds as a user runs them: cargo's own defaults (incremental debug builds) and the profile the generated
+# Cargo.toml sets, not the settings rustbuilder's Makefile exports for its own builds.
+USER_CARGO = {"CARGO_INCREMENTAL": None, "CARGO_PROFILE_DEV_DEBUG": None}
+# Projects of 1, 10 and 30 plain kinds (`create api` without plugins), for build times as a project grows.
+BENCH_KINDS = [int(n) for n in os.environ.get("BENCH_KINDS", "1,10,30").split(",") if n.strip() and int(n) > 0]
+
+
+def kind(i):
+    return f"Widget{i}"
+
+
+def append_comment(path: Path):
+    with open(path, "a") as f:
+        f.write(f"\n// touched {time.monotonic_ns()}\n")
+
+
+def kinds_rust(d: Path, n: int, cold: bool, reps: int):
+    """A Rust project of `n` plain kinds: scaffolded, then its builds timed."""
+    d.mkdir(parents=True)
+    sh([str(RUSTBUILDER), "init", *INIT_FLAGS, "--project-name", "memcached-operator"], cwd=d)
+    for i in range(1, n + 1):
+        sh([str(RUSTBUILDER), "create", "api", "--group", "cache", "--version", "v1alpha1", "--kind", kind(i)],
+           cwd=d)
+    target = d.parent / "target" if cold else PROJECTS_TARGET
+    env = dict(USER_CARGO, CARGO_TARGET_DIR=str(target))
+    sh(["cargo", "fetch"], cwd=d, env=env)
+    res = {}
+    if cold:
+        res["cold"] = timed(["cargo", "build"], cwd=d, env=env)
+    else:
+        sh(["cargo", "build"], cwd=d, env=env)  # the runtime crates, which the project carries, at this path
+    sh(["cargo", "test", "--no-run"], cwd=d, env=env)  # the dev-dependencies too
+    # The project's own crate, its dependencies built.
+    sh(["cargo", "clean", "-p", "memcached-operator"], cwd=d, env=env)
+    res["build"] = timed(["cargo", "build"], cwd=d, env=env)
+    res["test_build"] = timed(["cargo", "test", "--no-run"], cwd=d, env=env)
+    rebuild, test_rebuild, manifests = [], [], []
+    for _ in range(reps):
+        append_comment(d / "src/controller/widget1.rs")
+        rebuild.append(timed(["cargo", "build"], cwd=d, env=env))
+        append_comment(d / "src/controller/widget1.rs")
+        test_rebuild.append(timed(["cargo", "test", "--no-run"], cwd=d, env=env))
+        append_comment(d / "src/api/v1alpha1/widget1.rs")
+        manifests.append(timed(["make", "manifests"], cwd=d, env=env))
+    res.update(rebuild=median_range(rebuild), test_rebuild=median_range(test_rebuild),
+               manifests=median_range(manifests))
+    return res
+
+
+def kinds_go(d: Path, n: int, cold: bool, reps: int):
+    """Kubebuilder's project of `n` plain kinds: scaffolded, then its builds timed as `kinds_rust` times them."""
+    d.mkdir(parents=True)
+    kb = kubebuilder_bin()
+    tools_env = go_env()
+    sh([str(kb), "init", *INIT_FLAGS, "--repo", "example.com/memcached-operator", "--skip-go-version-check"],
+       cwd=d, env=tools_env)
+    for i in range(1, n + 1):
+        sh([str(kb), "create", "api", "--group", "cache", "--version", "v1alpha1", "--kind", kind(i),
+            "--resource", "--controller", "--make=false"], cwd=d, env=tools_env)
+    # controller-gen is built into bin/ with a cache of its own, so a cold build starts from nothing.
+    sh(["make", "manifests", "generate"], cwd=d,
+       env=dict(tools_env, GOCACHE=str(d.parent / "gocache-tools")) if cold else tools_env)
+    env = dict(tools_env, GOCACHE=str(d.parent / "gocache")) if cold else tools_env
+    sh([go_bin(), "mod", "download"], cwd=d, env=env)
+    build = [go_bin(), "build", "-o", "bin/manager", "cmd/main.go"]
+    res = {}
+    if cold:
+        res["cold"] = timed(build, cwd=d, env=env)
+    else:
+        sh(build, cwd=d, env=env)
+    # `make test`'s packages: all but the e2e tests; `-run '^$'` builds the test binaries and runs none.
+    packages = [p for p in sh([go_bin(), "list", "./..."], cwd=d, env=env).stdout.split() if "/e2e" not in p]
+    test = [go_bin(), "test", "-count=1", "-run", "^$", *packages]
+    sh(test, cwd=d, env=env)  # the test dependencies too
+    # The project's own packages, their dependencies built: every file of them changed, so none is cached.
+    for path in sorted(d.glob("api/**/*.go")) + sorted(d.glob("internal/**/*.go")) + sorted(d.glob("cmd/*.go")):
+        append_comment(path)
+    res["build"] = timed(build, cwd=d, env=env)
+    res["test_build"] = timed(test, cwd=d, env=env)
+    rebuild, test_rebuild, manifests = [], [], []
+    for _ in range(reps):
+        append_comment(d / "internal/controller/widget1_controller.go")
+        rebuild.append(timed(build, cwd=d, env=env))
+        append_comment(d / "internal/controller/widget1_controller.go")
+        test_rebuild.append(timed(test, cwd=d, env=env))
+        append_comment(d / "api/v1alpha1/widget1_types.go")
+        manifests.append(timed(["make", "manifests"], cwd=d, env=env))
+    res.update(rebuild=median_range(rebuild), test_rebuild=median_range(test_rebuild),
+               manifests=median_range(manifests))
+    return res
+
+
 def cmd_build_times(reps=int(os.environ.get("BENCH_BUILD_REPS", "3"))):
     go_bin()
     res = {"scaffold": {}, "build": {}}
@@ -277,14 +377,33 @@ def cmd_build_times(reps=int(os.environ.get("BENCH_BUILD_REPS", "3"))):
 
     if os.environ.get("BENCH_BUILD_SKIP"):  # scaffolding figures only
         RESULTS.mkdir(exist_ok=True)
-        (RESULTS / "build-times.json").write_text(json.dumps(res, indent=2))
-        log("wrote", RESULTS / "build-times.json", "(builds skipped)")
+        (RESULTS / BUILD_TIMES).write_text(json.dumps(res, indent=2))
+        log("wrote", RESULTS / BUILD_TIMES, "(builds skipped)")
         return
     # Builds. Cold (BENCH_BUILD_COLD=1, the default) = an empty build cache of its own, with the
     # dependencies already downloaded; warm (BENCH_BUILD_COLD=0) = the shared caches (GOCACHE default,
     # PROJECTS_TARGET_DIR), cold builds skipped. Incremental = rebuild after touching the controller.
     cold = os.environ.get("BENCH_BUILD_COLD", "1") != "0"
-    res["build"] = {"mode": "cold" if cold else "warm caches, cold builds skipped"}
+    mode = "cold" if cold else "warm caches, cold builds skipped"
+    if os.environ.get("BENCH_MEMCACHED_BUILDS", "1") != "0":
+        res["build"] = dict(build_memcached(cold, reps), mode=mode)
+    # As the project grows: the same builds for 1, 10 and 30 kinds, side by side.
+    res["kinds"] = {"mode": mode, "reps": reps}
+    for n in BENCH_KINDS:
+        for tool, fn in (("rustbuilder", kinds_rust), ("kubebuilder", kinds_go)):
+            with tempfile.TemporaryDirectory(prefix=f"bench-kinds-{n}-") as d:
+                # kubebuilder names the project after the directory
+                figures = fn(Path(d) / "memcached-operator", n, cold, reps)
+            log(tool, n, "kinds", figures)
+            res["kinds"].setdefault(str(n), {})[tool] = figures
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / BUILD_TIMES).write_text(json.dumps(res, indent=2))
+    log("wrote", RESULTS / BUILD_TIMES)
+
+
+def build_memcached(cold: bool, reps: int):
+    """The deploy-image Memcached project of both tools: release and debug builds, then after an edit."""
+    res = {}
     with tempfile.TemporaryDirectory(prefix="bench-build-") as d:
         d = Path(d)
         go_dir, rs_dir = d / "go/memcached-operator", d / "rust/memcached-operator"
@@ -301,14 +420,14 @@ def cmd_build_times(reps=int(os.environ.get("BENCH_BUILD_REPS", "3"))):
                 f.write("\n// touched\n")
             go_inc.append(timed([go_bin(), "build", "-o", "bin/manager", "cmd/main.go"], cwd=go_dir, env=env))
         log("go first build", first, "incremental", go_inc)
-        res["build"]["go"] = {"incremental": median_range(go_inc),
-                              "binary_bytes": (go_dir / "bin/manager").stat().st_size}
+        res["go"] = {"incremental": median_range(go_inc),
+                     "binary_bytes": (go_dir / "bin/manager").stat().st_size}
         if cold:
-            res["build"]["go"]["cold"] = first
+            res["go"]["cold"] = first
 
         scaffold_rust(rs_dir)
         target = d / "target" if cold else PROJECTS_TARGET
-        renv = {"CARGO_TARGET_DIR": str(target)}
+        renv = dict(USER_CARGO, CARGO_TARGET_DIR=str(target))
         sh(["cargo", "fetch"], cwd=rs_dir, env=renv)
         ctrl = rs_dir / "src/controller/memcached.rs"
         for profile, flags in (("cargo_release", ["--release"]), ("cargo_debug", [])):
@@ -319,14 +438,12 @@ def cmd_build_times(reps=int(os.environ.get("BENCH_BUILD_REPS", "3"))):
                     f.write("\n// touched\n")
                 inc.append(timed(["cargo", "build", *flags, "--bins"], cwd=rs_dir, env=renv))
             log(profile, "first build", first, "incremental", inc)
-            res["build"][profile] = {"incremental": median_range(inc)}
+            res[profile] = {"incremental": median_range(inc)}
             if cold:
-                res["build"][profile]["cold"] = first
+                res[profile]["cold"] = first
         manager = target / "release/memcached-operator"
-        res["build"]["cargo_release"]["binary_bytes"] = manager.stat().st_size if manager.exists() else 0
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "build-times.json").write_text(json.dumps(res, indent=2))
-    log("wrote", RESULTS / "build-times.json")
+        res["cargo_release"]["binary_bytes"] = manager.stat().st_size if manager.exists() else 0
+    return res
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1043,8 +1160,8 @@ OPERATORS = {"rust": "rust (16 workers: default)", "rust-1": "rust, 1 worker", "
 def cmd_report():
     files = [Path(p) for p in sys.argv[2:]] or sorted(RESULTS.glob("run-*.json"))
     trials = [t for f in files for t in json.loads(f.read_text())["trials"]]
-    if not trials:
-        die("no results: run `python3 bench/bench.py run` first")
+    if not trials and not (RESULTS / BUILD_TIMES).exists():
+        die("no results: run `python3 bench/bench.py run` (or `build-times`) first")
     by = {}
     for t in trials:
         by.setdefault((t.get("cluster", "default"), t["n"], t["operator"]), []).append(t)
@@ -1151,7 +1268,7 @@ def cmd_report():
                     p = by[(cluster, nmax, op)][0]["phases"].get(ph)
                     row.append(str(int(requests_of(p, op).get(k, 0))) if p else "—")
             lines.append(f"| {k} | " + " | ".join(row) + " |")
-    bt = RESULTS / "build-times.json"
+    bt = RESULTS / BUILD_TIMES
     if bt.exists():
         b = json.loads(bt.read_text())
         lines.append("\n#### Scaffolding and builds\n")
@@ -1176,10 +1293,39 @@ def cmd_report():
         lines.append(f"| manager binary | {bb['cargo_release'].get('binary_bytes', 0) / 2**20:.1f} MiB | "
                      f"{bb['go']['binary_bytes'] / 2**20:.1f} MiB |")
         lines.append(f"\nBuild mode: {bb.get('mode', 'cold')}.")
+    kinds = json.loads(bt.read_text()).get("kinds", {}) if bt.exists() else {}
+    ns = sorted(int(n) for n in kinds if n.isdigit())
+    if ns:
+        lines.append("\n#### Builds as the project grows (plain kinds)\n")
+        lines.append("| kinds | what | rustbuilder / cargo | kubebuilder / go |")
+        lines.append("|---|---|---|---|")
+        rows = (
+            ("cold", "cold build (`cargo build` / `go build`)"),
+            ("build", "build of the project's own code, dependencies built"),
+            ("test_build", "then the test build (`cargo test --no-run` / `go test -run '^$'`)"),
+            ("rebuild", "rebuild after editing a controller"),
+            ("test_rebuild", "test build after editing a controller"),
+            ("manifests", "`make manifests` after editing an API type"),
+        )
+        for n in ns:
+            figures = kinds[str(n)]
+            for key, what in rows:
+                cells = []
+                for tool in ("rustbuilder", "kubebuilder"):
+                    x = figures.get(tool, {}).get(key)
+                    if x is None:
+                        cells.append("not measured")
+                    elif isinstance(x, dict):
+                        cells.append(f"{fmt_range(x['all'])} s")
+                    else:
+                        cells.append(f"{x:.1f} s")
+                lines.append(f"| {n} | {what} | " + " | ".join(cells) + " |")
+        lines.append(f"\nBuild mode: {kinds.get('mode', 'cold')}; {kinds.get('reps', '?')} edit(s) per figure.")
     text = "\n".join(lines) + "\n"
     (RESULTS / "tables.md").write_text(text)
     print(text)
-    chart(by)
+    if by:
+        chart(by)
 
 
 def chart(by):

@@ -51,6 +51,8 @@ pub struct Report {
     pub merged: Vec<PathBuf>,
     /// Files left with conflict markers.
     pub conflicts: Vec<PathBuf>,
+    /// Files the new scaffold has under another name, moved there with your changes: from, to.
+    pub moved: Vec<(PathBuf, PathBuf)>,
     /// Files kept as you have them although the new scaffold differs, with the reason.
     pub kept: Vec<(PathBuf, &'static str)>,
     /// The project has a Helm chart, to refresh once the manifests are.
@@ -65,6 +67,7 @@ impl Report {
             && self.removed.is_empty()
             && self.merged.is_empty()
             && self.conflicts.is_empty()
+            && self.moved.is_empty()
     }
 }
 
@@ -135,16 +138,53 @@ pub fn run(options: &Options) -> Result<Outcome> {
     let mut plan = Plan::new(dir);
     let merge_dir = work.path().join("merge");
     std::fs::create_dir(&merge_dir)?;
-    let mut paths = files(&ancestor)?;
-    paths.extend(files(&theirs)?);
+    let before = files(&ancestor)?;
+    let after = files(&theirs)?;
+    let merger = Merger {
+        dir: &merge_dir,
+        from: &report.from,
+    };
+    // Files the new scaffold moved: the user's version is merged into the new one, at its new place.
+    let moves = moves(&before, &after, dir);
+    for (from, to) in &moves {
+        let base = read(&ancestor.join(from))?;
+        let new = read(&theirs.join(to))?;
+        let current = read(&dir.join(from))?;
+        let texts = (
+            base.map(String::from_utf8),
+            new.map(String::from_utf8),
+            current.map(String::from_utf8),
+        );
+        let (Some(Ok(base)), Some(Ok(new)), Some(Ok(current))) = texts else {
+            report.kept.push((
+                from.clone(),
+                "the new scaffold moved it, but it is not text: it stays",
+            ));
+            continue;
+        };
+        let (contents, clean) = if current == base || current == new {
+            (new, true)
+        } else if base == new {
+            (current, true)
+        } else {
+            merger.merge(to, &base, &current, &new)?
+        };
+        plan.add(to, contents, IfExists::Overwrite);
+        plan.remove(from);
+        report.moved.push((from.clone(), to.clone()));
+        if !clean {
+            report.conflicts.push(to.clone());
+        }
+    }
+    let mut paths = before;
+    paths.extend(after);
     for path in &paths {
+        if moves.iter().any(|(from, to)| from == path || to == path) {
+            continue;
+        }
         let base = read(&ancestor.join(path))?;
         let new = read(&theirs.join(path))?;
         let current = read(&dir.join(path))?;
-        let merger = Merger {
-            dir: &merge_dir,
-            from: &report.from,
-        };
         match decide(path, base, new, current, &merger)? {
             Step::Keep => {}
             Step::Write(contents, kind) => {
@@ -179,6 +219,7 @@ pub fn run(options: &Options) -> Result<Outcome> {
             }
         }
     }
+    report.moved.sort();
     for list in [
         &mut report.added,
         &mut report.updated,
@@ -189,6 +230,43 @@ pub fn run(options: &Options) -> Result<Outcome> {
     }
     plan.apply()?;
     Ok(Outcome::Merged(report))
+}
+
+/// Where this scaffold has a file an older one had under another name: the generated tests, once a
+/// crate each (`tests/<name>_controller.rs`, `tests/<kind>_<version>_webhook.rs`,
+/// `tests/<kind>_conversion.rs`), are modules of one crate per kind of test now
+/// (`tests/controllers/<name>.rs`, `tests/webhooks/<kind>_<version>.rs`,
+/// `tests/webhooks/<kind>_conversion.rs`).
+fn moved_to(path: &Path) -> Option<PathBuf> {
+    if path.parent() != Some(Path::new("tests")) {
+        return None;
+    }
+    let name = path.file_name()?.to_str()?;
+    let stem = name.strip_suffix(".rs")?;
+    if let Some(module) = stem.strip_suffix("_controller") {
+        return Some(PathBuf::from(format!("tests/controllers/{module}.rs")));
+    }
+    if let Some(module) = stem.strip_suffix("_webhook") {
+        return Some(PathBuf::from(format!("tests/webhooks/{module}.rs")));
+    }
+    stem.ends_with("_conversion")
+        .then(|| PathBuf::from(format!("tests/webhooks/{name}")))
+}
+
+/// The moves from the old scaffold (`before`) to the new one (`after`) the project can follow: the file
+/// is at its old place only, in the old scaffold and in the project, and at its new place only in the
+/// new scaffold.
+fn moves(
+    before: &BTreeSet<PathBuf>,
+    after: &BTreeSet<PathBuf>,
+    dir: &Path,
+) -> Vec<(PathBuf, PathBuf)> {
+    before
+        .iter()
+        .filter(|from| !after.contains(*from) && dir.join(from).is_file())
+        .filter_map(|from| moved_to(from).map(|to| (from.clone(), to)))
+        .filter(|(_, to)| after.contains(to) && !before.contains(to) && !dir.join(to).exists())
+        .collect()
 }
 
 /// What becomes of one file.
@@ -628,6 +706,44 @@ mod tests {
         )
         .unwrap();
         assert!(matches!(step, Step::Report(_)), "{step:?}");
+    }
+
+    #[test]
+    fn the_tests_of_the_older_layout_move_into_their_crates() {
+        let to = |path: &str| moved_to(Path::new(path)).map(|p| p.display().to_string());
+        assert_eq!(
+            to("tests/memcached_controller.rs").as_deref(),
+            Some("tests/controllers/memcached.rs")
+        );
+        assert_eq!(
+            to("tests/cache_memcached_v1alpha1_webhook.rs").as_deref(),
+            Some("tests/webhooks/cache_memcached_v1alpha1.rs")
+        );
+        assert_eq!(
+            to("tests/memcached_conversion.rs").as_deref(),
+            Some("tests/webhooks/memcached_conversion.rs")
+        );
+        for stays in [
+            "tests/e2e/memcached_controller.rs",
+            "tests/mine.rs",
+            "src/memcached_controller.rs",
+        ] {
+            assert_eq!(to(stays), None, "{stays}");
+        }
+        // Only where the new scaffold has the file at the new place, and the project at the old one.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("tests")).unwrap();
+        std::fs::write(dir.path().join("tests/a_controller.rs"), "").unwrap();
+        let set = |paths: &[&str]| paths.iter().map(PathBuf::from).collect::<BTreeSet<_>>();
+        let before = set(&["tests/a_controller.rs", "tests/b_controller.rs"]);
+        let after = set(&["tests/controllers/a.rs", "tests/controllers/b.rs"]);
+        assert_eq!(
+            moves(&before, &after, dir.path()),
+            vec![(
+                PathBuf::from("tests/a_controller.rs"),
+                PathBuf::from("tests/controllers/a.rs")
+            )]
+        );
     }
 
     #[test]

@@ -161,6 +161,9 @@ fn old_project_with(init_flags: &[&str]) -> tempfile::TempDir {
     assert!(d.join("hack/boilerplate.txt").exists());
     assert!(!d.join(".github/workflows/test-e2e.yml").exists());
     assert!(!read(d, "Makefile").contains("--all-features"));
+    // The layout before one test crate per kind of test: the controller's test is a crate of its own.
+    assert!(d.join(OLD_TEST).is_file());
+    assert!(!d.join("tests/controllers").exists());
     git(d, &["init", "-q"]);
     commit(d, "Scaffold with rustbuilder 0.0.9");
     dir
@@ -199,6 +202,15 @@ const MAKEFILE_EDIT: (&str, &str) = (
     "IMG ?= controller:latest\n",
     "IMG ?= example.com/memcached-operator:v0.1.0\n",
 );
+// The controller's test, a crate of its own in the old layout, a module of the controllers' test crate
+// in the new one.
+const OLD_TEST: &str = "tests/memcached_controller.rs";
+const TEST: &str = "tests/controllers/memcached.rs";
+const TEST_EDIT: (&str, &str) = (
+    "    let name = \"test-memcached\";\n",
+    "    let name = \"ours\";\n",
+);
+const TEST_ADDITION: &str = "\n/// Ours: a test of the user's own.\n#[test]\nfn ours() {}\n";
 const MAKEFILE_ADDITION: &str =
     "\n.PHONY: ours\nours: ## A target of the user's own.\n\t@echo ours\n";
 
@@ -216,6 +228,8 @@ fn an_update_brings_the_new_scaffold_and_keeps_every_user_edit() {
     edit(d, "src/main.rs", MAIN_EDIT.0, MAIN_EDIT.1);
     edit(d, "Makefile", MAKEFILE_EDIT.0, MAKEFILE_EDIT.1);
     append(d, "Makefile", MAKEFILE_ADDITION);
+    edit(d, OLD_TEST, TEST_EDIT.0, TEST_EDIT.1);
+    append(d, OLD_TEST, TEST_ADDITION);
     std::fs::write(d.join("NOTES.md"), "# Ours\n").unwrap();
     commit(d, "Our operator");
 
@@ -232,6 +246,8 @@ fn an_update_brings_the_new_scaffold_and_keeps_every_user_edit() {
         "Merged Makefile",
         "Merged src/controller/memcached.rs",
         "Merged src/main.rs",
+        "Creating tests/controllers/main.rs",
+        &format!("Moving {OLD_TEST} to {TEST}"),
         &format!("Updated the project from rustbuilder {OLD_VERSION} to {NEW_VERSION}"),
         "git diff",
     ] {
@@ -252,6 +268,8 @@ fn an_update_brings_the_new_scaffold_and_keeps_every_user_edit() {
     with_edits(CONTROLLER, &[CONTROLLER_EDIT], CONTROLLER_ADDITION);
     with_edits("src/main.rs", &[MAIN_EDIT], "");
     with_edits("Makefile", &[MAKEFILE_EDIT], MAKEFILE_ADDITION);
+    // The test moved into the controllers' crate with the user's edits.
+    with_edits(TEST, &[TEST_EDIT], TEST_ADDITION);
     expected.insert(PathBuf::from("NOTES.md"), b"# Ours\n".to_vec());
     let updated = sources(d);
     assert_eq!(
@@ -269,6 +287,11 @@ fn an_update_brings_the_new_scaffold_and_keeps_every_user_edit() {
     // The template changes arrived, so did the version.
     assert!(read(d, "Makefile").contains("clippy --all-targets --all-features"));
     assert!(read(d, "src/main.rs").contains("// Waits for leadership when"));
+    assert!(
+        read(d, TEST).contains("// The controller reports Ready=True for the generation it saw.")
+    );
+    assert!(read(d, "tests/controllers/main.rs").contains("\nmod memcached;\n"));
+    assert!(!d.join(OLD_TEST).exists());
     assert!(read(d, "PROJECT").contains(&format!("cliVersion: {NEW_VERSION}\n")));
 
     // Committed, a second run has nothing to do.
@@ -318,6 +341,13 @@ fn an_edit_on_the_lines_the_update_changes_is_a_conflict_left_in_the_file() {
     );
     edit(d, "Makefile", MAKEFILE_EDIT.0, MAKEFILE_EDIT.1);
     append(d, "hack/boilerplate.txt", "Ours too.\n");
+    // The line of the controller's test the new scaffold changes too, in the file it moves.
+    edit(
+        d,
+        OLD_TEST,
+        "    // Ready=True for the generation the controller saw.\n",
+        "    // Ours: Ready=True, eventually.\n",
+    );
     commit(d, "Our operator");
     let committed = tree(d);
 
@@ -344,9 +374,12 @@ fn an_edit_on_the_lines_the_update_changes_is_a_conflict_left_in_the_file() {
     for text in [
         "warning: conflicts in `src/main.rs`",
         &format!(
-            "the update from rustbuilder {OLD_VERSION} to {NEW_VERSION} left conflicts in 1 file:\n"
+            "the update from rustbuilder {OLD_VERSION} to {NEW_VERSION} left conflicts in 2 files:\n"
         ),
         "  src/main.rs\n",
+        &format!("warning: conflicts in `{TEST}`"),
+        &format!("Moving {OLD_TEST} to {TEST}"),
+        &format!("  {TEST}\n"),
         "then `git add -A` and commit",
         "`git restore . && git clean -fd`",
         "Merged Makefile",
@@ -365,6 +398,18 @@ fn an_edit_on_the_lines_the_update_changes_is_a_conflict_left_in_the_file() {
         )),
         "{main}"
     );
+    // The moved test holds the conflict; the old place is gone.
+    let test = read(d, TEST);
+    assert!(
+        test.contains(&format!(
+            "<<<<<<< ours\n    // Ours: Ready=True, eventually.\n\
+             ||||||| ancestor (rustbuilder {OLD_VERSION})\n    // Ready=True for the generation the controller saw.\n\
+             =======\n    // The controller reports Ready=True for the generation it saw.\n\
+             >>>>>>> rustbuilder {NEW_VERSION}\n"
+        )),
+        "{test}"
+    );
+    assert!(!d.join(OLD_TEST).exists());
     // The rest merged: the Makefile has both sides, the controller the new comment.
     let makefile = read(d, "Makefile");
     assert!(makefile.contains(MAKEFILE_EDIT.1) && makefile.contains("--all-features"));

@@ -126,7 +126,7 @@ fn init_and_create_api_scaffold_the_tutorial_layout() {
         "src/bin/crdgen.rs",
         "src/api/v1alpha1/memcached.rs",
         "src/controller/memcached.rs",
-        "tests/memcached_controller.rs",
+        "tests/controllers/memcached.rs",
         "config/default/kustomization.yaml",
         "config/manager/manager.yaml",
         "config/rbac/role.yaml",
@@ -448,7 +448,7 @@ fn a_controller_for_a_built_in_kind_uses_the_k8s_openapi_type() {
         main.contains("controllers.add(controller::deployment::run(manager.clone()));"),
         "{main}"
     );
-    let test = read(d, "tests/deployment_controller.rs");
+    let test = read(d, "tests/controllers/deployment.rs");
     assert!(
         test.contains("async fn controller_watches_deployments()"),
         "{test}"
@@ -828,7 +828,7 @@ fn a_controller_for_another_operators_kind_gets_types_from_its_crd() {
         assert!(controller.contains(line), "{line:?} missing:\n{controller}");
     }
     // The test installs the CRD from the project's copy, which has nothing of an installed object.
-    let test = read(d, "tests/certificate_controller.rs");
+    let test = read(d, "tests/controllers/certificate.rs");
     assert!(
         test.contains(".crd_dir(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/config/crd/external\"))"),
         "{test}"
@@ -1263,7 +1263,7 @@ fn a_multigroup_project_holds_each_group_in_its_own_modules() {
         "src/api/ship/v1beta1/frigate.rs",
         "src/controller/cache/memcached.rs",
         "src/controller/ship/frigate.rs",
-        "tests/ship_frigate_controller.rs",
+        "tests/controllers/ship_frigate.rs",
     ] {
         assert!(dir.join(path).is_file(), "{path} is missing");
     }
@@ -1300,7 +1300,7 @@ fn a_multigroup_project_holds_each_group_in_its_own_modules() {
     );
     // The group prefixes the controller's name in metrics and logs, as Kubebuilder names it.
     assert!(controller.contains("\"ship-frigate\")"), "{controller}");
-    let test = read(dir, "tests/ship_frigate_controller.rs");
+    let test = read(dir, "tests/controllers/ship_frigate.rs");
     assert!(
         test.contains("use fleet::controller::{MANAGER_NAME, ship::frigate};"),
         "{test}"
@@ -1312,7 +1312,7 @@ fn a_multigroup_project_holds_each_group_in_its_own_modules() {
     );
     for path in [
         "src/controller/cache/frigate.rs",
-        "tests/cache_frigate_controller.rs",
+        "tests/controllers/cache_frigate.rs",
         "config/rbac/cache_frigate_admin_role.yaml",
         "config/rbac/ship_frigate_admin_role.yaml",
     ] {
@@ -1415,10 +1415,15 @@ fn edit_multigroup_moves_a_single_group_project() {
         read(dir, "tests/mine.rs").lines().next().unwrap(),
         "use memcached_operator::api::{self, cache::v1alpha1::Memcached};"
     );
-    let test = read(dir, "tests/cache_deployer_controller.rs");
+    let test = read(dir, "tests/controllers/cache_deployer.rs");
     assert!(
-        test.contains("include_str!(\"../src/controller/cache/deployer.rs\")"),
+        test.contains("include_str!(\"../../src/controller/cache/deployer.rs\")"),
         "{test}"
+    );
+    let controller_tests = read(dir, "tests/controllers/main.rs");
+    assert!(
+        controller_tests.contains("mod cache_deployer;\nmod cache_memcached;\n"),
+        "{controller_tests}"
     );
     let project = read(dir, "PROJECT");
     assert!(project.contains("multigroup: true"), "{project}");
@@ -1538,7 +1543,7 @@ fn controller_name_adds_another_controller_for_a_kind() {
         controller.contains("use crate::api::v1alpha1::{Memcached, MemcachedStatus};"),
         "{controller}"
     );
-    let test = read(dir, "tests/memcached_backup_controller.rs");
+    let test = read(dir, "tests/controllers/memcached_backup.rs");
     assert!(
         test.contains("tokio::spawn(memcached_backup::run(manager.clone()))"),
         "{test}"
@@ -1590,7 +1595,7 @@ fn controller_name_adds_another_controller_for_a_kind() {
             "MemcachedBackup",
         ],
         &[
-            "the controller module `memcached_backup` (and its test `tests/memcached_backup_controller.rs`)",
+            "the controller module `memcached_backup` (and its test `tests/controllers/memcached_backup.rs`)",
             "help: choose another kind",
         ],
     );
@@ -1654,8 +1659,8 @@ fn controller_name_adds_another_controller_for_a_kind() {
         main.contains("controller::cache::memcached_backup::run(manager.clone())"),
         "{main}"
     );
-    assert!(!dir.join("tests/memcached_backup_controller.rs").exists());
-    let test = read(dir, "tests/cache_memcached_backup_controller.rs");
+    assert!(!dir.join("tests/controllers/memcached_backup.rs").exists());
+    let test = read(dir, "tests/controllers/cache_memcached_backup.rs");
     assert!(
         test.contains("controller::{MANAGER_NAME, cache::memcached_backup}"),
         "{test}"
@@ -1890,9 +1895,9 @@ fn alpha_generate_makes_the_rust_project_of_a_kubebuilder_project() {
     for path in [
         "src/api/harbor/v1/vessel.rs",
         "src/api/dock/v1/vessel.rs",
-        "tests/harbor_vessel_controller.rs",
-        "tests/harbor_vessel_audit_controller.rs",
-        "tests/dock_vessel_controller.rs",
+        "tests/controllers/harbor_vessel.rs",
+        "tests/controllers/harbor_vessel_audit.rs",
+        "tests/controllers/dock_vessel.rs",
         "config/rbac/dock_vessel_admin_role.yaml",
         "config/rbac/harbor_vessel_admin_role.yaml",
         "src/controller/harbor/lighthouse.rs",
@@ -2737,7 +2742,7 @@ fn deploy_image_replaces_the_base_controller_by_declaration() {
     let controller =
         std::fs::read_to_string(dir.path().join("src/controller/memcached.rs")).unwrap();
     assert!(controller.contains("Deployment"), "{controller}");
-    let tests = std::fs::read_to_string(dir.path().join("tests/memcached_controller.rs")).unwrap();
+    let tests = std::fs::read_to_string(dir.path().join("tests/controllers/memcached.rs")).unwrap();
     assert!(tests.contains("Deployment"), "{tests}");
 
     // The replaced file keeps the base's policy (refuse): a file of the user's in its place is kept.
@@ -3018,6 +3023,15 @@ fn create_webhook_adds_each_webhook_type_next_to_the_users_code() {
     ] {
         assert_eq!(e2e_main.matches(module).count(), 1, "{module}:\n{e2e_main}");
     }
+    // The webhooks' tests are modules of one test crate.
+    let webhook_tests = read(path, "tests/webhooks/main.rs");
+    for module in ["mod memcached_v1alpha1;", "mod memcached_conversion;"] {
+        assert_eq!(
+            webhook_tests.matches(module).count(),
+            1,
+            "{module}:\n{webhook_tests}"
+        );
+    }
     let crdgen = read(path, "src/bin/crdgen.rs");
     assert!(
         crdgen.contains("crds.storage_version::<api::v1::Memcached>()"),
@@ -3029,8 +3043,8 @@ fn create_webhook_adds_each_webhook_type_next_to_the_users_code() {
     );
     for file in [
         "src/api/v1alpha1/memcached_conversion.rs",
-        "tests/memcached_v1alpha1_webhook.rs",
-        "tests/memcached_conversion.rs",
+        "tests/webhooks/memcached_v1alpha1.rs",
+        "tests/webhooks/memcached_conversion.rs",
         "tests/e2e/memcached_v1alpha1_webhook.rs",
         "tests/e2e/memcached_conversion.rs",
         "config/webhook/kustomization.yaml",
@@ -3212,6 +3226,22 @@ fn edit_multigroup_moves_the_webhooks_too() {
     assert!(!dir.join("src/webhook/v1alpha1").exists());
     let moved = read(dir, "src/webhook/cache/v1alpha1/memcached.rs");
     assert!(moved.contains("// Mine: the team's defaults."), "{moved}");
+    // The tests' modules take the group too, in their crates' module lists.
+    for (main, modules) in [
+        ("tests/controllers/main.rs", &["mod cache_memcached;"][..]),
+        (
+            "tests/webhooks/main.rs",
+            &[
+                "mod cache_memcached_v1alpha1;",
+                "mod cache_memcached_conversion;",
+            ][..],
+        ),
+    ] {
+        let text = read(dir, main);
+        for module in modules {
+            assert!(text.contains(module), "{module} in {main}:\n{text}");
+        }
+    }
     assert!(
         moved.contains("use crate::api::cache::v1alpha1::Memcached;"),
         "{moved}"
@@ -3699,7 +3729,7 @@ fn create_webhook_for_built_in_and_external_kinds_and_at_custom_paths() {
         pod.contains("path=/validate--v1-pod,mutating=false,failurePolicy=fail,sideEffects=None,groups=\"\",resources=pods,"),
         "{pod}"
     );
-    let pod_test = read(d, "tests/pod_v1_webhook.rs");
+    let pod_test = read(d, "tests/webhooks/pod_v1.rs");
     assert!(pod_test.contains("\"containers\": [{"), "{pod_test}");
     assert!(!pod_test.contains("CustomResourceExt"), "{pod_test}");
     // Another operator's kind: its types in src/external/, its CRD installed by the test.
@@ -3721,7 +3751,7 @@ fn create_webhook_for_built_in_and_external_kinds_and_at_custom_paths() {
         d.join("config/crd/external/cert-manager.io_issuers.yaml")
             .exists()
     );
-    let issuer_test = read(d, "tests/issuer_v1_webhook.rs");
+    let issuer_test = read(d, "tests/webhooks/issuer_v1.rs");
     assert!(
         issuer_test
             .contains(".crd_dir(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/config/crd/external\"))"),
@@ -3759,7 +3789,7 @@ fn create_webhook_for_built_in_and_external_kinds_and_at_custom_paths() {
             "{expected:?} missing:\n{main}"
         );
     }
-    let memcached_test = read(d, "tests/memcached_v1alpha1_webhook.rs");
+    let memcached_test = read(d, "tests/webhooks/memcached_v1alpha1.rs");
     assert!(
         memcached_test
             .contains("webhooks.defaulter_at(\"/custom-mutate-memcached\", MemcachedWebhook);"),
@@ -3955,14 +3985,18 @@ fn webhook_tests_are_named_after_the_group_in_a_multigroup_project() {
     );
     for path in [
         "src/webhook/ship/v1beta1/frigate.rs",
-        "tests/ship_frigate_v1beta1_webhook.rs",
+        "tests/webhooks/ship_frigate_v1beta1.rs",
         "tests/e2e/ship_frigate_v1beta1_webhook.rs",
         "src/webhook/apps/v1/deployment.rs",
-        "tests/apps_deployment_v1_webhook.rs",
+        "tests/webhooks/apps_deployment_v1.rs",
     ] {
         assert!(d.join(path).exists(), "{path} missing");
     }
     assert!(read(d, "tests/e2e/main.rs").contains("mod ship_frigate_v1beta1_webhook;"));
+    let webhook_tests = read(d, "tests/webhooks/main.rs");
+    for module in ["mod apps_deployment_v1;", "mod ship_frigate_v1beta1;"] {
+        assert!(webhook_tests.contains(module), "{module}:\n{webhook_tests}");
+    }
     let (_out, again) = regenerated(d);
     assert!(
         sources(&again) == sources(d),

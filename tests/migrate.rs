@@ -509,7 +509,7 @@ fn own_kinds_with_a_crd_get_its_types_and_the_others_keep_the_scaffold() {
         "{controller}"
     );
     assert!(
-        read("tests/frigate_controller.rs")
+        read("tests/controllers/frigate.rs")
             .contains("async fn the_api_server_serves_frigate_and_the_controller_runs()")
     );
     let sample = read("config/samples/fleet_v1_frigate.yaml");

@@ -142,6 +142,9 @@ fn update(args: UpdateArgs) -> Result<()> {
             shell::status(verb, file.display());
         }
     }
+    for (from, to) in &report.moved {
+        shell::status("Moving", format!("{} to {}", from.display(), to.display()));
+    }
     for file in &report.conflicts {
         shell::warning(format!("conflicts in `{}`", file.display()));
     }

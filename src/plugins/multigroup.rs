@@ -222,8 +222,8 @@ pub fn edit(dir: &Path, multigroup: bool) -> Result<Edit> {
                     }
                 }
             }
-            if relative == Path::new("tests/e2e/main.rs") {
-                after = rename_modules(&after, &renames);
+            if relative.starts_with("tests") && relative.ends_with("main.rs") {
+                after = rename_modules(&after, &relative, &renames);
             }
             if let Some(to) = renamed(&relative) {
                 plan.add_edited(&to, text, after);
@@ -352,16 +352,24 @@ fn kind_file_renames(dir: &Path, project: &Project) -> Result<Vec<(PathBuf, Path
                     .iter()
                     .map(|n| n.replace('-', "_")),
             )
-            .map(|module| {
-                (
-                    format!("tests/{module}_controller.rs"),
-                    format!("tests/{group}_{module}_controller.rs"),
-                )
+            .flat_map(|module| {
+                [
+                    (
+                        format!("tests/controllers/{module}.rs"),
+                        format!("tests/controllers/{group}_{module}.rs"),
+                    ),
+                    // The layout before the controllers' test crate: a crate per controller.
+                    (
+                        format!("tests/{module}_controller.rs"),
+                        format!("tests/{group}_{module}_controller.rs"),
+                    ),
+                ]
             })
             .collect();
         let version = &resource.version;
         for pattern in [
             "tests/e2e/{}.rs",
+            "tests/webhooks/{}_conversion.rs",
             "tests/{}_conversion.rs",
             "tests/e2e/{}_conversion.rs",
             "config/rbac/{}_admin_role.yaml",
@@ -371,6 +379,7 @@ fn kind_file_renames(dir: &Path, project: &Project) -> Result<Vec<(PathBuf, Path
         .into_iter()
         .map(str::to_string)
         .chain([
+            format!("tests/webhooks/{{}}_{version}.rs"),
             format!("tests/{{}}_{version}_webhook.rs"),
             format!("tests/e2e/{{}}_{version}_webhook.rs"),
         ]) {
@@ -389,22 +398,41 @@ fn kind_file_renames(dir: &Path, project: &Project) -> Result<Vec<(PathBuf, Path
     Ok(renames)
 }
 
-/// `mod memcached;` → `mod cache_memcached;` in the e2e crate, for each renamed e2e file.
-fn rename_modules(text: &str, renames: &[(PathBuf, PathBuf)]) -> String {
-    let mut text = text.to_string();
-    for (from, to) in renames.iter().filter(|(f, _)| f.starts_with("tests/e2e")) {
-        let module = |p: &Path| {
-            p.file_stem()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned()
-        };
-        text = text.replace(
-            &format!("mod {};", module(from)),
-            &format!("mod {};", module(to)),
-        );
+/// `mod memcached;` → `mod cache_memcached;` in a test crate's `main.rs` (`tests/e2e/main.rs`,
+/// `tests/controllers/main.rs`, ...), for each renamed file of that crate; each line once, so a module
+/// renamed to the old name of another is not renamed twice.
+fn rename_modules(text: &str, main: &Path, renames: &[(PathBuf, PathBuf)]) -> String {
+    let module = |p: &Path| {
+        p.file_stem()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned()
+    };
+    let crate_dir = main.parent().unwrap_or(Path::new(""));
+    let modules: Vec<(String, String)> = renames
+        .iter()
+        .filter(|(from, _)| from.parent() == Some(crate_dir))
+        .map(|(from, to)| {
+            (
+                format!("mod {};", module(from)),
+                format!("mod {};", module(to)),
+            )
+        })
+        .collect();
+    let mut out: Vec<String> = text
+        .lines()
+        .map(|line| {
+            let trimmed = line.trim();
+            match modules.iter().find(|(from, _)| trimmed == from) {
+                Some((from, to)) => line.replacen(from.as_str(), to, 1),
+                None => line.to_string(),
+            }
+        })
+        .collect();
+    if text.ends_with('\n') {
+        out.push(String::new());
     }
-    text
+    out.join("\n")
 }
 
 fn file_name(path: &Path) -> String {
@@ -696,6 +724,32 @@ fn matching_brace(text: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn module_lines_follow_the_renames_of_their_crate_once() {
+        let renames = [
+            (
+                "tests/controllers/memcached.rs",
+                "tests/controllers/cache_memcached.rs",
+            ),
+            (
+                "tests/controllers/cache_memcached.rs",
+                "tests/controllers/cache_cache_memcached.rs",
+            ),
+            ("tests/e2e/memcached.rs", "tests/e2e/cache_memcached.rs"),
+        ]
+        .map(|(from, to)| (PathBuf::from(from), PathBuf::from(to)));
+        let main = "//! Tests.\n\nmod cache_memcached;\nmod memcached;\n// +rustbuilder:scaffold:modules\n";
+        assert_eq!(
+            rename_modules(main, Path::new("tests/controllers/main.rs"), &renames),
+            "//! Tests.\n\nmod cache_cache_memcached;\nmod cache_memcached;\n// +rustbuilder:scaffold:modules\n"
+        );
+        // Another crate's renames leave the file alone.
+        assert_eq!(
+            rename_modules(main, Path::new("tests/webhooks/main.rs"), &renames),
+            main
+        );
+    }
 
     #[test]
     fn paths_of_the_crate_get_the_group() {

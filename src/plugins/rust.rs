@@ -17,6 +17,9 @@ use crate::project::{self, Api, Project, Resource};
 use crate::scaffold::{IfExists, Insertion, Plan};
 use crate::versions;
 
+/// The crate of the controllers' tests: one test binary, a module per controller.
+pub const CONTROLLER_TESTS: &str = "tests/controllers/main.rs";
+
 /// Files whose presence means the directory already holds a project.
 const INIT_SENTINELS: &[&str] = &[project::FILE_NAME, "Cargo.toml", "Makefile", "src/main.rs"];
 
@@ -209,8 +212,8 @@ pub struct ApiContext {
     /// The stem of the kind's own files outside its module (RBAC roles, e2e checks): `memcached`, or
     /// `cache_memcached` in a multigroup project, where one kind may be in several groups.
     pub kind_file: String,
-    /// The stem of the controller's test, `tests/<stem>_controller.rs`: the controller module, after
-    /// the group in a multigroup project.
+    /// The controller's test module, `tests/controllers/<module>.rs`: the controller module, after the
+    /// group in a multigroup project.
     pub controller_test: String,
     pub plural: String,
     /// The plural as a Rust identifier.
@@ -559,6 +562,8 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
             },
             &context,
         )?;
+        // The crate of every controller's test, made by the first controller.
+        plan.add_set("controller-tests", &context)?;
     }
     wire(&mut plan, &base, &api, options)?;
     if options.resource
@@ -799,7 +804,7 @@ fn check_kind_in_one_group(project: &Project, group: &Group, kind: &Kind) -> Res
     Ok(())
 }
 
-/// A controller's module and test file (`tests/<module>_controller.rs`) must not be those of another
+/// A controller's module and test module (`tests/controllers/<module>.rs`) must not be those of another
 /// controller or kind of the project.
 fn check_controller_module(
     project: &Project,
@@ -833,7 +838,7 @@ fn check_controller_module(
                 None => "choose another kind".to_string(),
             };
             bail!(
-                "the controller module `{module}` (and its test `tests/{module}_controller.rs`) would be that of the controllers of kind `{}`\nhelp: {help}",
+                "the controller module `{module}` (and its test `tests/controllers/{module}.rs`) would be that of the controllers of kind `{}`\nhelp: {help}",
                 resource.kind
             );
         }
@@ -959,6 +964,11 @@ fn wire(
                 "    controllers.add(controller::{}::run(manager.clone()));",
                 api.controller_rel
             ),
+        })?;
+        plan.insert(Insertion {
+            path: CONTROLLER_TESTS,
+            marker: "modules",
+            fragment: format!("mod {};", api.controller_test),
         })?;
     }
     Ok(())

@@ -20,6 +20,10 @@ use crate::project::{self, Project, Resource, Webhooks};
 use crate::scaffold::{self, Insertion, Plan};
 use crate::versions;
 
+/// The crate of the webhooks' tests: one test binary, a module per kind and version, and one per
+/// converted kind.
+pub const WEBHOOK_TESTS: &str = "tests/webhooks/main.rs";
+
 /// The AdmissionReview version of the generated webhooks.
 const WEBHOOK_VERSION: &str = "v1";
 
@@ -106,8 +110,11 @@ struct WebhookContext {
     /// `defaulter_at("/custom-path", MemcachedWebhook)` for a custom path.
     defaulter_call: String,
     validator_call: String,
-    /// The stem of the tests' files, one per version of a kind: `memcached_v1alpha1_webhook`.
+    /// The stem of the e2e checks' module, one per version of a kind: `memcached_v1alpha1_webhook`.
     webhook_test: String,
+    /// The test's module in the webhooks' test crate, one per version of a kind: `memcached_v1alpha1`
+    /// (`cache_memcached_v1alpha1` in a multigroup project).
+    webhook_module: String,
     /// Which webhooks the kind's file holds (rendered whole) or gains (fragments).
     defaulting: bool,
     validation: bool,
@@ -380,6 +387,10 @@ pub fn create_webhook(dir: &Path, options: &WebhookOptions) -> Result<Plan> {
         } else {
             format!("{}_{version}_webhook", kind.snake())
         },
+        webhook_module: format!(
+            "{}_{version}",
+            super::rust::group_prefix(multigroup, &group_snake, &kind.snake())
+        ),
         group_path,
         defaulting,
         validation,
@@ -839,7 +850,12 @@ fn plan_admission(
 ) -> Result<()> {
     let version_dir = format!("src/webhook/{}{}", api.group_path, api.version);
     let file = format!("{version_dir}/{}.rs", api.kind_snake);
-    let test_file = format!("tests/{}.rs", api.webhook_test);
+    let mut test_file = format!("tests/webhooks/{}.rs", api.webhook_module);
+    // A project of the layout before the webhooks' test crate has the test as a crate of its own.
+    let own_crate = format!("tests/{}.rs", api.webhook_test);
+    if plan.contents(&test_file)?.is_none() && plan.contents(&own_crate)?.is_some() {
+        test_file = own_crate;
+    }
     let e2e_file = format!("tests/e2e/{}.rs", api.webhook_test);
     let has_admission = existing.defaulting || existing.validation;
     let new_defaulting = options.defaulting && !existing.defaulting;
@@ -849,6 +865,12 @@ fn plan_admission(
     if options.force || !has_admission {
         // The whole files, with every webhook the kind has after this command.
         plan.add_set("webhook", context)?;
+        plan.add_set("webhook-tests", context)?;
+        plan.insert(Insertion {
+            path: WEBHOOK_TESTS,
+            marker: "modules",
+            fragment: format!("mod {};", api.webhook_module),
+        })?;
         if e2e {
             plan.add_set("webhook-e2e", context)?;
         }
@@ -1099,6 +1121,12 @@ fn plan_conversion(
     let mut test_context = context.clone();
     test_context.insert("spokes", &spokes);
     plan.add_set("conversion-test", &test_context)?;
+    plan.add_set("webhook-tests", context)?;
+    plan.insert(Insertion {
+        path: WEBHOOK_TESTS,
+        marker: "modules",
+        fragment: format!("mod {}_conversion;", api.kind_file),
+    })?;
     plan.insert(Insertion {
         path: "tests/e2e/main.rs",
         marker: "e2e",

@@ -1,5 +1,7 @@
-{#- if-exists: overwrite -#}
-{% include "partials/header.rs.tera" %}//! The `{{ kind }}` controller against a real API server: etcd and kube-apiserver (plus, where Pods
+// Copyright The project Authors
+// SPDX-License-Identifier: Apache-2.0
+
+//! The `Memcached` controller against a real API server: etcd and kube-apiserver (plus, where Pods
 //! matter, kube-controller-manager, kube-scheduler and kwok fake nodes), started per test by
 //! rustbuilder-envtest. Add a test here for each behaviour you add to the controller.
 
@@ -16,18 +18,22 @@ use rustbuilder_envtest::TestEnv;
 use rustbuilder_runtime::Manager;
 use serde_json::json;
 
-use {{ crate_name }}::{{ api_path }}::{{ kind }};
-use {{ crate_name }}::controller::{MANAGER_NAME, {{ controller_rel }}};
+use project::api::v1alpha1::Memcached;
+use project::controller::{MANAGER_NAME, memcached};
 
 /// The image the tests run; with the fake nodes of the cluster mode no image is pulled.
-const IMAGE: &str = {{ kind_snake }}::DEFAULT_IMAGE;
+const IMAGE: &str = memcached::DEFAULT_IMAGE;
 /// The resource as kubectl names it, unambiguous among every API of the cluster.
-const RESOURCE: &str = "{{ plural }}.{{ qualified_group }}";
+const RESOURCE: &str = "memcacheds.cache.example.com";
 const TIMEOUT: Duration = Duration::from_secs(90);
 
 /// A control plane with the project's CRD; `cluster` adds what makes Pods run.
 async fn start(cluster: bool) -> TestEnv {
-    TestEnv::builder().crd({{ kind }}::crd()).cluster(cluster).start().await
+    TestEnv::builder()
+        .crd(Memcached::crd())
+        .cluster(cluster)
+        .start()
+        .await
 }
 
 /// Polls `check` until it returns `Some`, failing the test after [`TIMEOUT`].
@@ -37,25 +43,28 @@ async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) ->
         if let Some(value) = check().await {
             return value;
         }
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
 
-fn new_object(name: &str, size: i32) -> {{ kind }} {
-    let mut object = {{ kind }}::new(name, Default::default());
+fn new_object(name: &str, size: i32) -> Memcached {
+    let mut object = Memcached::new(name, Default::default());
     object.spec.size = size;
     object
 }
 
 /// The status and reason of the condition `type_`, if the object reports it.
-fn condition(object: &{{ kind }}, type_: &str) -> Option<(String, String)> {
+fn condition(object: &Memcached, type_: &str) -> Option<(String, String)> {
     let status = object.status.as_ref()?;
     let condition = status.conditions.iter().find(|c| c.type_ == type_)?;
     Some((condition.status.clone(), condition.reason.clone()))
 }
 
-fn is_true(object: &{{ kind }}, type_: &str) -> bool {
+fn is_true(object: &Memcached, type_: &str) -> bool {
     condition(object, type_).is_some_and(|(status, _)| status == "True")
 }
 
@@ -67,9 +76,9 @@ fn api_error<T: std::fmt::Debug>(result: kube::Result<T>) -> kube::core::Status 
 }
 
 #[tokio::test]
-async fn the_apiserver_validates_{{ plural_snake }}() {
+async fn the_apiserver_validates_memcacheds() {
     let env = start(false).await;
-    let api: Api<{{ kind }}> = Api::namespaced(env.client(), "default");
+    let api: Api<Memcached> = Api::namespaced(env.client(), "default");
     let pp = PostParams::default();
 
     for (size, expected) in [
@@ -91,17 +100,21 @@ async fn the_apiserver_validates_{{ plural_snake }}() {
     let status = api_error(api.create(&pp, &new_object(&long_name, 1)).await);
     assert_eq!(status.code, 422, "{status:?}");
     assert!(
-        status.message.contains("the name must be at most 63 characters"),
+        status
+            .message
+            .contains("the name must be at most 63 characters"),
         "unclear message {:?}",
         status.message
     );
-    api.create(&pp, &new_object(&"m".repeat(63), 1)).await.unwrap();
+    api.create(&pp, &new_object(&"m".repeat(63), 1))
+        .await
+        .unwrap();
 
     // Omitted size: the apiserver applies the default of 1.
-    let created: {{ kind }} = {
+    let created: Memcached = {
         let raw = json!({
-            "apiVersion": "{{ qualified_group }}/{{ version }}",
-            "kind": "{{ kind }}",
+            "apiVersion": "cache.example.com/v1alpha1",
+            "kind": "Memcached",
             "metadata": { "name": "defaulted" },
             "spec": {},
         });
@@ -136,7 +149,7 @@ async fn the_apiserver_validates_{{ plural_snake }}() {
 
 /// Grants `subject` exactly what the `+rustbuilder:rbac` markers of the controller declare.
 async fn grant_marker_rbac(client: &Client, namespace: &str, service_account: &str) {
-    let source = include_str!("../src/controller/{{ group_path }}{{ kind_snake }}.rs");
+    let source = include_str!("../../src/controller/memcached.rs");
     let rules: Vec<PolicyRule> = source
         .lines()
         .filter_map(|line| line.trim().strip_prefix("// +rustbuilder:rbac:"))
@@ -168,14 +181,22 @@ async fn grant_marker_rbac(client: &Client, namespace: &str, service_account: &s
     }))
     .unwrap();
     let pp = PostParams::default();
-    Api::<ClusterRole>::all(client.clone()).create(&pp, &role).await.unwrap();
-    Api::<ClusterRoleBinding>::all(client.clone()).create(&pp, &binding).await.unwrap();
+    Api::<ClusterRole>::all(client.clone())
+        .create(&pp, &role)
+        .await
+        .unwrap();
+    Api::<ClusterRoleBinding>::all(client.clone())
+        .create(&pp, &binding)
+        .await
+        .unwrap();
 }
 
 /// Requests the API server served for `resource`/`subresource` with one of `verbs`, from its
 /// `apiserver_request_total` metric. Server-side apply is counted as verb `APPLY`.
 async fn request_count(client: &Client, verbs: &[&str], resource: &str, subresource: &str) -> u64 {
-    let request = kube::core::Request::new("").get("metrics", &Default::default()).unwrap();
+    let request = kube::core::Request::new("")
+        .get("metrics", &Default::default())
+        .unwrap();
     let text = client.request_text(request).await.unwrap();
     text.lines()
         .filter_map(|line| line.strip_prefix("apiserver_request_total{"))
@@ -223,15 +244,19 @@ async fn event_reasons(client: &Client, namespace: &str, name: &str) -> Vec<Stri
     let events = Api::<Event>::namespaced(client.clone(), namespace);
     let list = events.list(&ListParams::default()).await.unwrap();
     let about = |e: &Event| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name);
-    list.items.into_iter().filter(about).filter_map(|e| e.reason).collect()
+    list.items
+        .into_iter()
+        .filter(about)
+        .filter_map(|e| e.reason)
+        .collect()
 }
 
-/// The whole life of a {{ kind }}, with the controller running under the RBAC of its markers in a
+/// The whole life of a Memcached, with the controller running under the RBAC of its markers in a
 /// namespace that enforces the "restricted" Pod Security Standard.
 #[tokio::test]
-async fn the_controller_runs_{{ kind_snake }}_end_to_end() {
+async fn the_controller_runs_memcached_end_to_end() {
     let env = start(true).await;
-    // Controller logs, with RUST_LOG={{ crate_name }}=debug for example.
+    // Controller logs, with RUST_LOG=project=debug for example.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
@@ -242,29 +267,52 @@ async fn the_controller_runs_{{ kind_snake }}_end_to_end() {
         "metadata": { "name": ns, "labels": { "pod-security.kubernetes.io/enforce": "restricted" } },
     }))
     .unwrap();
-    Api::<Namespace>::all(admin.clone()).create(&PostParams::default(), &namespace).await.unwrap();
+    Api::<Namespace>::all(admin.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap();
     env.create_namespace(ns).await; // waits for the default ServiceAccount
 
     grant_marker_rbac(&admin, "operator-system", "controller-manager").await;
-    let operator = env.service_account_client("operator-system", "controller-manager").await;
+    let operator = env
+        .service_account_client("operator-system", "controller-manager")
+        .await;
     // The RBAC authorizer reads roles from a cache: wait until the grant is visible.
-    let operator_api: Api<{{ kind }}> = Api::all(operator.clone());
-    eventually("the RBAC grant", async || operator_api.list(&ListParams::default()).await.ok()).await;
+    let operator_api: Api<Memcached> = Api::all(operator.clone());
+    eventually("the RBAC grant", async || {
+        operator_api.list(&ListParams::default()).await.ok()
+    })
+    .await;
 
     let manager = Manager::new(MANAGER_NAME, operator.clone());
-    let controller = tokio::spawn({{ kind_snake }}::run(manager.clone()));
+    let controller = tokio::spawn(memcached::run(manager.clone()));
 
-    let api: Api<{{ kind }}> = Api::namespaced(admin.clone(), ns);
+    let api: Api<Memcached> = Api::namespaced(admin.clone(), ns);
     let deployments: Api<Deployment> = Api::namespaced(admin.clone(), ns);
-    let created = api.create(&PostParams::default(), &new_object("sample", 2)).await.unwrap();
+    let created = api
+        .create(&PostParams::default(), &new_object("sample", 2))
+        .await
+        .unwrap();
 
     // The Deployment: owned, sized, labelled, restricted.
-    let deployment = eventually("the Deployment", async || deployments.get_opt("sample").await.unwrap()).await;
+    let deployment = eventually("the Deployment", async || {
+        deployments.get_opt("sample").await.unwrap()
+    })
+    .await;
     let owner = &deployment.owner_references()[0];
-    assert_eq!((owner.uid.as_str(), owner.controller), (created.uid().unwrap().as_str(), Some(true)));
+    assert_eq!(
+        (owner.uid.as_str(), owner.controller),
+        (created.uid().unwrap().as_str(), Some(true))
+    );
     assert_eq!(deployment.spec.as_ref().unwrap().replicas, Some(2));
-    assert_eq!(deployment.labels()["app.kubernetes.io/managed-by"], MANAGER_NAME);
-    assert!(created.finalizers().is_empty(), "a finalizer would block deletion for nothing");
+    assert_eq!(
+        deployment.labels()["app.kubernetes.io/managed-by"],
+        MANAGER_NAME
+    );
+    assert!(
+        created.finalizers().is_empty(),
+        "a finalizer would block deletion for nothing"
+    );
 
     // Available once a Pod (admitted under "restricted") serves; the status is complete once both do.
     let ready = eventually("Available=True with 2 ready replicas", async || {
@@ -279,11 +327,29 @@ async fn the_controller_runs_{{ kind_snake }}_end_to_end() {
     wait_for_event(&admin, ns, "sample", "DeploymentCreated").await;
 
     // `kubectl get` shows the printer columns.
-    let out = env.kubectl().args(["get", RESOURCE, "sample", "-n", ns]).output().unwrap();
+    let out = env
+        .kubectl()
+        .args(["get", RESOURCE, "sample", "-n", ns])
+        .output()
+        .unwrap();
     let table = String::from_utf8_lossy(&out.stdout);
-    let header: Vec<&str> = table.lines().next().unwrap_or_default().split_whitespace().collect();
-    assert_eq!(header, ["NAME", "SIZE", "READY", "AVAILABLE", "AGE"], "{table}");
-    let row: Vec<&str> = table.lines().nth(1).unwrap_or_default().split_whitespace().collect();
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        ["NAME", "SIZE", "READY", "AVAILABLE", "AGE"],
+        "{table}"
+    );
+    let row: Vec<&str> = table
+        .lines()
+        .nth(1)
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
     assert_eq!(row[..4], ["sample", "2", "2", "True"], "{table}");
 
     // Converged: nothing writes any more, even when a reconcile runs.
@@ -294,24 +360,40 @@ async fn the_controller_runs_{{ kind_snake }}_end_to_end() {
     })
     .await;
     let writes = |resource, subresource| request_count(&admin, WRITES, resource, subresource);
-    let before = (writes("deployments", "").await, writes("{{ plural }}", "status").await);
+    let before = (
+        writes("deployments", "").await,
+        writes("memcacheds", "status").await,
+    );
     assert!(before.0 > 0 && before.1 > 0, "no write counted: {before:?}");
     let reconciles_before = successful_reconciles(&manager);
     // An annotation changes no spec, but triggers a reconcile.
     let touch = json!({ "metadata": { "annotations": { "touched": "yes" } } });
-    api.patch("sample", &PatchParams::default(), &Patch::Merge(touch)).await.unwrap();
+    api.patch("sample", &PatchParams::default(), &Patch::Merge(touch))
+        .await
+        .unwrap();
     eventually("a successful reconcile", async || {
         (successful_reconciles(&manager) > reconciles_before).then_some(())
     })
     .await;
-    let after = (writes("deployments", "").await, writes("{{ plural }}", "status").await);
+    let after = (
+        writes("deployments", "").await,
+        writes("memcacheds", "status").await,
+    );
     assert_eq!(after, before, "a converged object was written to");
     assert_eq!(api.get("sample").await.unwrap().status, converged.status);
 
     // `kubectl scale --replicas=3` goes through the scale subresource.
     let target = format!("{RESOURCE}/sample");
-    let out = env.kubectl().args(["scale", &target, "--replicas=3", "-n", ns]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = env
+        .kubectl()
+        .args(["scale", &target, "--replicas=3", "-n", ns])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     eventually("3 ready replicas", async || {
         let object = api.get("sample").await.unwrap();
         let ready = object.status.as_ref()?.ready_replicas == Some(3);
@@ -321,35 +403,65 @@ async fn the_controller_runs_{{ kind_snake }}_end_to_end() {
     // The new size is in the status; an event is for changes made by someone else, below.
     let reasons = event_reasons(&admin, ns, "sample").await;
     assert!(reasons.contains(&"DeploymentCreated".into()), "{reasons:?}");
-    assert!(!reasons.contains(&"DeploymentUpdated".into()), "{reasons:?}");
+    assert!(
+        !reasons.contains(&"DeploymentUpdated".into()),
+        "{reasons:?}"
+    );
 
     // Someone edits the pod template: the operator puts it back, and says so.
     let tamper = json!({ "spec": { "template": { "spec": {
-        "containers": [{ "name": "{{ image.container_name }}", "image": "example.com/tampered:1" }]
+        "containers": [{ "name": "memcached", "image": "example.com/tampered:1" }]
     } } } });
-    deployments.patch("sample", &PatchParams::default(), &Patch::Strategic(tamper)).await.unwrap();
+    deployments
+        .patch("sample", &PatchParams::default(), &Patch::Strategic(tamper))
+        .await
+        .unwrap();
     eventually("the image restored", async || {
-        let pod = deployments.get("sample").await.unwrap().spec?.template.spec?;
+        let pod = deployments
+            .get("sample")
+            .await
+            .unwrap()
+            .spec?
+            .template
+            .spec?;
         (pod.containers[0].image.as_deref() == Some(IMAGE)).then_some(())
     })
     .await;
     let restored = wait_for_event(&admin, ns, "sample", "DeploymentUpdated").await;
-    assert!(restored.note.unwrap_or_default().contains("Put Deployment sample back"));
+    assert!(
+        restored
+            .note
+            .unwrap_or_default()
+            .contains("Put Deployment sample back")
+    );
 
     // Someone deletes the Deployment: the operator recreates it.
     let old_uid = deployments.get("sample").await.unwrap().uid();
-    deployments.delete("sample", &DeleteParams::default()).await.unwrap();
+    deployments
+        .delete("sample", &DeleteParams::default())
+        .await
+        .unwrap();
     eventually("the Deployment recreated", async || {
         let d = deployments.get_opt("sample").await.unwrap()?;
         (d.uid() != old_uid && d.metadata.deletion_timestamp.is_none()).then_some(())
     })
     .await;
 
-    // Deleting the {{ kind }} garbage-collects its Deployment; no finalizer holds it up.
-    api.delete("sample", &DeleteParams::default()).await.unwrap();
-    eventually("the object gone", async || api.get_opt("sample").await.unwrap().is_none().then_some(())).await;
+    // Deleting the Memcached garbage-collects its Deployment; no finalizer holds it up.
+    api.delete("sample", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the object gone", async || {
+        api.get_opt("sample").await.unwrap().is_none().then_some(())
+    })
+    .await;
     eventually("the Deployment garbage-collected", async || {
-        deployments.get_opt("sample").await.unwrap().is_none().then_some(())
+        deployments
+            .get_opt("sample")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
     })
     .await;
 
@@ -360,8 +472,8 @@ async fn the_controller_runs_{{ kind_snake }}_end_to_end() {
         .unwrap();
 }
 
-/// A Deployment of the same name that the {{ kind }} does not control (made by hand, or owned by
-/// something else) is left alone, and the {{ kind }} says why: Degraded=True and a Warning event.
+/// A Deployment of the same name that the Memcached does not control (made by hand, or owned by
+/// something else) is left alone, and the Memcached says why: Degraded=True and a Warning event.
 #[tokio::test]
 async fn a_deployment_it_does_not_control_is_not_adopted() {
     let env = start(false).await;
@@ -383,8 +495,8 @@ async fn a_deployment_it_does_not_control_is_not_adopted() {
     let foreign = deployments.create(&pp, &foreign).await.unwrap();
 
     let manager = Manager::new(MANAGER_NAME, client.clone());
-    let controller = tokio::spawn({{ kind_snake }}::run(manager.clone()));
-    let api: Api<{{ kind }}> = Api::namespaced(client.clone(), "default");
+    let controller = tokio::spawn(memcached::run(manager.clone()));
+    let api: Api<Memcached> = Api::namespaced(client.clone(), "default");
     api.create(&pp, &new_object("taken", 1)).await.unwrap();
 
     let degraded = eventually("Degraded=True", async || {
@@ -397,7 +509,10 @@ async fn a_deployment_it_does_not_control_is_not_adopted() {
     assert!(event.note.unwrap_or_default().contains("Deployment taken"));
     let after = deployments.get("taken").await.unwrap();
     assert_eq!(after.resource_version(), foreign.resource_version());
-    assert!(after.owner_references().is_empty(), "the Deployment was adopted");
+    assert!(
+        after.owner_references().is_empty(),
+        "the Deployment was adopted"
+    );
 
     manager.shutdown();
     controller.await.unwrap();

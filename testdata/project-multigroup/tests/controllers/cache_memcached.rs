@@ -149,7 +149,7 @@ async fn the_apiserver_validates_memcacheds() {
 
 /// Grants `subject` exactly what the `+rustbuilder:rbac` markers of the controller declare.
 async fn grant_marker_rbac(client: &Client, namespace: &str, service_account: &str) {
-    let source = include_str!("../src/controller/cache/memcached.rs");
+    let source = include_str!("../../src/controller/cache/memcached.rs");
     let rules: Vec<PolicyRule> = source
         .lines()
         .filter_map(|line| line.trim().strip_prefix("// +rustbuilder:rbac:"))
