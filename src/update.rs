@@ -33,7 +33,8 @@ pub struct Options {
 pub enum Outcome {
     /// PROJECT already records this rustbuilder: nothing was done.
     UpToDate,
-    Merged(Report),
+    /// The new scaffold was merged in: what it touched.
+    Merged(Box<Report>),
 }
 
 /// The files `alpha update` touched, each list sorted by path.
@@ -229,7 +230,7 @@ pub fn run(options: &Options) -> Result<Outcome> {
         list.sort();
     }
     plan.apply()?;
-    Ok(Outcome::Merged(report))
+    Ok(Outcome::Merged(Box::new(report)))
 }
 
 /// Where this scaffold has a file an older one had under another name: the generated tests, once a

@@ -129,7 +129,7 @@ fn update(args: UpdateArgs) -> Result<()> {
             );
             return Ok(());
         }
-        Outcome::Merged(report) => report,
+        Outcome::Merged(report) => *report,
     };
     let (from, to) = (&report.from, &report.to);
     for (verb, files) in [
