@@ -130,10 +130,11 @@ async fn wait_expired(objects: &Api<Memcached>, version: &str) -> Duration {
 fn expired_watches(log: &str) -> (usize, usize) {
     let expired = log.lines().filter(|line| line.contains(EXPIRED));
     let (mut objects, mut deployments) = (0, 0);
-    for line in expired {
-        if line.contains("watch of owned objects failed") {
+    // The runtime's shared caches log each failed watch with its kind.
+    for line in expired.filter(|line| line.contains("watch failed")) {
+        if line.contains("kind=\"Deployment\"") || line.contains("kind=Deployment") {
             deployments += 1;
-        } else if line.contains("controller error") {
+        } else if line.contains("kind=\"Memcached\"") || line.contains("kind=Memcached") {
             objects += 1;
         }
     }
