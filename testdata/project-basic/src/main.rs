@@ -3,11 +3,10 @@
 
 //! The manager: runs every controller of the project until SIGTERM or Ctrl-C.
 //!
-//! The runtime does the rest (see `project-basic --help`): it connects to the cluster (in-cluster
-//! config, else the current kubeconfig), serves health probes and metrics, waits to be elected leader
-//! when `--leader-elect` is on, and on shutdown lets in-flight reconciles finish and hands the lease over.
-//! `rustbuilder create api` adds each new controller at the marker below, `rustbuilder create webhook`
-//! each webhook.
+//! The runtime does the rest (flags: `project-basic --help`; more: `Manager::builder`): it connects
+//! to the cluster (in-cluster config, else the current kubeconfig), serves probes and metrics, waits for
+//! the lease with `--leader-elect`, and on shutdown lets in-flight reconciles finish and hands it over.
+//! `rustbuilder create api` adds each controller at the marker below, `create webhook` each webhook.
 
 use clap::Parser;
 use rustbuilder_runtime::manager::{self, Manager, ManagerArgs};
@@ -31,8 +30,6 @@ struct Args {
 #[tokio::main]
 async fn main() -> Result<(), manager::Error> {
     let args = Args::parse();
-    // `Manager::builder` also takes a tracing subscriber, a metrics registry, a client configuration
-    // and lease timings of your own.
     let manager = Manager::builder(controller::MANAGER_NAME)
         .leader_election_id(LEADER_ELECTION_ID)
         .start(args.manager)

@@ -1,9 +1,8 @@
 // Copyright The project Authors
 // SPDX-License-Identifier: Apache-2.0
 
-//! The `Memcached` controller against a real API server: etcd and kube-apiserver (plus, where Pods
-//! matter, kube-controller-manager, kube-scheduler and kwok fake nodes), started per test by
-//! rustbuilder-envtest. Add a test here for each behaviour you add to the controller.
+//! The `Memcached` controller on a real API server (and, where Pods matter, the simulated cluster)
+//! that rustbuilder-envtest starts per test. Add a test for each behaviour you add.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
