@@ -13,6 +13,7 @@ Markers are HTML comments, invisible when the Markdown is rendered:
                                        previous `run` block; `<...>` matches anything (ages, counts)
 
 Usage: doc-test.py [--snippets-only] FILE.md...
+A document whose commands and expected outputs are exactly an earlier one's (a translation) runs once.
 Runs in a fresh temporary directory with rustbuilder on PATH; needs KUBEBUILDER_ASSETS for the cluster.
 """
 
@@ -193,7 +194,16 @@ def main(argv):
             raise SystemExit("KUBEBUILDER_ASSETS is not set: run `make envtest` (or rustbuilder envtest use -p path)")
         # The assets' kubectl first: the tutorials need a kubectl as recent as the cluster.
         env["PATH"] = os.pathsep.join([env["KUBEBUILDER_ASSETS"], env.get("PATH", "")])
+        # A translation runs the same commands as its original: running them again would prove nothing
+        # new, so a document whose commands (and expected outputs) equal an earlier one's runs once.
+        ran = {}
         for path in files:
+            commands = [(k, a, c) for k, a, c, _ in blocks(path) if k in ("run", "expect")]
+            key = repr(commands)
+            if commands and key in ran:
+                print(f"{path}: the same commands as {ran[key]}, which ran them")
+                continue
+            ran[key] = path
             failures += run_document(path, env)
     for failure in failures:
         print(f"FAIL {failure}", file=sys.stderr)

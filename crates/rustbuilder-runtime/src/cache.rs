@@ -43,7 +43,7 @@ use kube::runtime::watcher::{self, watcher};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
-use tracing::warn;
+use tracing::{info, warn};
 
 use crate::manager::{CacheSynced, Manager};
 use crate::owned::controller_of;
@@ -59,6 +59,18 @@ pub enum Change<K> {
     /// Deleted, as last seen (or missing from a list made after the watch restarted).
     Deleted(Arc<K>),
 }
+
+/// How a change reached the cache: seen live on the watch, or in a list (the first list, a relist,
+/// or the objects a late reader of [`Cache::changes`] starts with). Controllers reconcile live
+/// changes first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Origin {
+    Live,
+    Listed,
+}
+
+/// Where the cache sends each change to one reader of [`Cache::changes`].
+type Subscriber<K> = mpsc::Sender<(Change<K>, Origin)>;
 
 impl<K> Clone for Change<K> {
     fn clone(&self) -> Self {
@@ -110,7 +122,7 @@ where
 {
     store: Store<K>,
     owners: RwLock<OwnerIndex<K>>,
-    subscribers: Mutex<Vec<mpsc::Sender<Change<K>>>>,
+    subscribers: Mutex<Vec<Subscriber<K>>>,
     listed: AtomicBool,
 }
 
@@ -223,6 +235,16 @@ where
     where
         K: Send + Sync,
     {
+        self.changes_by_origin().map(|(change, _)| change)
+    }
+
+    /// [`Cache::changes`], each with how the cache saw it.
+    pub(crate) fn changes_by_origin(
+        &self,
+    ) -> impl Stream<Item = (Change<K>, Origin)> + Send + 'static
+    where
+        K: Send + Sync,
+    {
         let (sender, mut receiver) = mpsc::channel(CHANGES_BUFFER);
         // Subscribed and read under one lock: a change the watch records meanwhile is either in the
         // snapshot or sent to this subscriber (or both), never lost.
@@ -232,7 +254,10 @@ where
             self.shared.store.state()
         };
         let received = futures::stream::poll_fn(move |cx| receiver.poll_recv(cx));
-        futures::stream::iter(snapshot.into_iter().map(Change::Applied)).chain(received)
+        let snapshot = snapshot
+            .into_iter()
+            .map(|o| (Change::Applied(o), Origin::Listed));
+        futures::stream::iter(snapshot).chain(received)
     }
 }
 
@@ -313,11 +338,12 @@ async fn fill<K>(
                 let key = ObjectRef::from_obj(&object);
                 shared.owners_mut().insert(&key, &object);
                 let stored = shared.store.get(&key);
-                stored.map(Change::Applied).into_iter().collect()
+                let applied = stored.map(|o| (Change::Applied(o), Origin::Live));
+                applied.into_iter().collect()
             }
             watcher::Event::Delete(object) => {
                 shared.owners_mut().remove(&ObjectRef::from_obj(&object));
-                vec![Change::Deleted(Arc::new(object))]
+                vec![(Change::Deleted(Arc::new(object)), Origin::Live)]
             }
             watcher::Event::Init | watcher::Event::InitApply(_) => Vec::new(),
             watcher::Event::InitDone => {
@@ -325,6 +351,7 @@ async fn fill<K>(
                 shared.owners_mut().rebuild(&listed);
                 shared.listed.store(true, Ordering::SeqCst);
                 if let Some(synced) = synced.take() {
+                    info!(kind, objects = listed.len(), "cache synced");
                     synced.done();
                 }
                 let gone = before
@@ -332,11 +359,8 @@ async fn fill<K>(
                     .flatten()
                     .filter(|old| shared.store.get(&ObjectRef::from_obj(&**old)).is_none());
                 let gone: Vec<_> = gone.map(Change::Deleted).collect();
-                listed
-                    .into_iter()
-                    .map(Change::Applied)
-                    .chain(gone)
-                    .collect()
+                let listed = listed.into_iter().map(Change::Applied);
+                listed.chain(gone).map(|c| (c, Origin::Listed)).collect()
             }
         };
         for change in changes {
@@ -358,12 +382,12 @@ where
         self.owners.write().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn subscribers(&self) -> std::sync::MutexGuard<'_, Vec<mpsc::Sender<Change<K>>>> {
+    fn subscribers(&self) -> std::sync::MutexGuard<'_, Vec<Subscriber<K>>> {
         self.subscribers.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Sends `change` to every subscriber, waiting for room in each channel; forgets the ones gone.
-    async fn dispatch(&self, change: Change<K>) {
+    async fn dispatch(&self, change: (Change<K>, Origin)) {
         let subscribers = self.subscribers().clone();
         let mut gone = false;
         for subscriber in &subscribers {

@@ -94,6 +94,9 @@ async fn one_leader_at_a_time_with_failover_and_handover() {
         follower.process.reconciles().is_empty(),
         "the follower reconciled too"
     );
+    // A warm standby: the follower's caches are filled while it waits, ready for a takeover.
+    let warm = follower.process.logged("cache synced");
+    assert!(!warm.is_empty(), "the follower's caches are cold");
 
     // SIGKILL the leader: it cannot release the lease, so the follower waits for it to expire.
     leader.process.signal(libc::SIGKILL);

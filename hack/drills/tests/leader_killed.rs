@@ -1,7 +1,8 @@
 //! Drill: two replicas of the operator run with `--leader-elect`, as a Deployment with two replicas
 //! would run them. The leader is SIGKILLed in the middle of a wave: it cannot release the Lease, so the
 //! standby must wait for the Lease to expire (15 s without renewal), take it over, and finish the wave.
-//! Before that, the standby must not have reconciled anything.
+//! Before that, the standby must not have reconciled anything, but its caches must be filled (a warm
+//! standby), so that it reconciles the moment it leads.
 
 mod support;
 
@@ -18,6 +19,9 @@ const LEASE: &str = "project.example.com";
 /// What the runtime logs when it takes the Lease, and when it waits for it.
 const LEADING: &str = "became leader";
 const WAITING: &str = "waiting for leadership";
+/// What the runtime logs when a cache holds its first list, and after each reconcile (at debug).
+const SYNCED: &str = "cache synced";
+const RECONCILED: &str = "reconciled controller=";
 /// How long the standby may take to take over: the Lease lasts 15 s after its last renewal (renewed
 /// every 2 s), plus one retry period of the standby.
 const TAKEOVER_BUDGET: Duration = Duration::from_secs(25);
@@ -56,13 +60,22 @@ async fn drill() {
     let killed = Instant::now();
     let status = drill.operator.kill();
     assert_eq!(status.signal(), Some(9), "{status:?}");
-    let takeover = standby.wait_for_log(LEADING, TAKEOVER_BUDGET).await;
+    standby.wait_for_log(LEADING, TAKEOVER_BUDGET).await;
+    let took_over = killed.elapsed();
+    standby
+        .wait_for_log(RECONCILED, Duration::from_secs(10))
+        .await;
+    let first_reconcile = killed.elapsed();
     // The standby did nothing before it led: its first `reconciled` line comes after `became leader`.
     let log = standby.log_text();
     let (before, _) = log.split_once(LEADING).unwrap();
     assert!(
-        !before.contains("reconciled"),
+        !before.contains(RECONCILED),
         "the standby reconciled before it held the Lease:\n{before}"
+    );
+    assert!(
+        before.contains(SYNCED),
+        "the standby's caches were not filled before it led:\n{before}"
     );
     let (holder, transitions) = lease(&drill).await;
     assert_ne!(holder, first_holder, "the Lease did not change hands");
@@ -80,8 +93,8 @@ async fn drill() {
     );
     eprintln!(
         "drill leader-killed: {OBJECTS} objects; at the kill {} Deployments, {} converged; the \
-         standby led {takeover:.1?} after the kill; converged {total:.1?} after the kill \
-         ({recovery:.1?} after the takeover)",
+         standby led {took_over:.1?} after the kill and reconciled {first_reconcile:.1?} after it; \
+         converged {total:.1?} after the kill ({recovery:.1?} after the takeover)",
         at_fault.0, at_fault.1
     );
 }

@@ -203,6 +203,8 @@ struct Inner {
     /// `(namespace, lease name)` when leader election is on.
     leader_election: Option<(String, String)>,
     lease_timing: Timing,
+    /// Whether this replica may reconcile: at once without leader election, else while it leads.
+    leading: watch::Sender<bool>,
     /// Set by a second SIGTERM or Ctrl-C: stop now, without waiting for reconciles.
     interrupted: watch::Sender<bool>,
     webhooks: Webhooks,
@@ -294,6 +296,7 @@ impl Manager {
                 stop,
                 stopped: stopped.boxed().shared(),
                 readiness: Mutex::new(Readiness::default()),
+                leading: watch::channel(leader_election.is_none()).0,
                 leader_election,
                 lease_timing: Timing::default(),
                 interrupted: watch::channel(false).0,
@@ -441,6 +444,17 @@ impl Manager {
     pub fn controllers(&self) -> Controllers {
         Controllers {
             manager: self.clone(),
+        }
+    }
+
+    /// Waits until this replica may reconcile: at once without leader election, else until it holds
+    /// the Lease. `false` if shutdown comes first. Controllers start their caches before they wait, so
+    /// a replica that takes over finds them filled (a warm standby).
+    pub(crate) async fn leading(&self) -> bool {
+        let mut leading = self.inner.leading.subscribe();
+        tokio::select! {
+            led = leading.wait_for(|leading| *leading) => led.is_ok(),
+            () = self.shutdown_signal() => false,
         }
     }
 
@@ -738,17 +752,8 @@ impl Controllers {
             }
             _ => None,
         };
-        let mut leadership = None;
-        if let Some((namespace, lease)) = &manager.inner.leader_election {
-            let election = LeaderElection::new(&manager, namespace, lease)
-                .with_timing(manager.inner.lease_timing);
-            let Some(acquired) = election.acquire().await else {
-                info!("stopped before becoming leader");
-                return Ok(());
-            };
-            leadership = Some(acquired);
-        }
-
+        // The controllers start at once, so their caches fill while this replica waits for the
+        // Lease; they reconcile only once it leads (`Manager::leading`).
         let running = spawn_and_wait(manager.clone(), pending);
         let mut interrupted = manager.inner.interrupted.subscribe();
         let running = async move {
@@ -757,9 +762,25 @@ impl Controllers {
                 _ = interrupted.wait_for(|interrupted| *interrupted) => Err(Error::Interrupted),
             }
         };
+        let mut running = std::pin::pin!(running);
+        let mut leadership = None;
+        if let Some((namespace, lease)) = &manager.inner.leader_election {
+            let election = LeaderElection::new(&manager, namespace, lease)
+                .with_timing(manager.inner.lease_timing);
+            tokio::select! {
+                acquired = election.acquire() => match acquired {
+                    Some(acquired) => leadership = Some(acquired),
+                    None => info!("stopped before becoming leader"),
+                },
+                // A controller failed (or an interrupt came) before this replica led.
+                stopped = &mut running => return stopped,
+            }
+            manager.inner.leading.send_replace(leadership.is_some());
+        }
+
         let stopped = match &mut leadership {
             Some(leadership) => tokio::select! {
-                stopped = running => stopped,
+                stopped = &mut running => stopped,
                 () = leadership.lost() => {
                     // Exit at once: another replica may already be leading.
                     error!("leader election lost: exiting");

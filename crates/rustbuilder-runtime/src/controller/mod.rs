@@ -19,6 +19,7 @@
 //! }
 //! ```
 
+use std::any::TypeId;
 use std::fmt::Debug;
 use std::future::Future;
 use std::hash::Hash;
@@ -28,19 +29,22 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::future::ready;
+use futures::stream::BoxStream;
+use k8s_openapi::ClusterResourceScope;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tracing::{debug, info, warn};
 
 use crate::backoff::ErrorBackoff;
-use crate::cache::{Cache, Change};
+use crate::cache::Cache;
 use crate::events::EventType;
 use crate::manager::Manager;
 use crate::metrics::{QueueKey, WorkQueue};
+use priority::Trigger;
 
 /// How often readiness looks whether a controller's cache has synced.
 const SYNC_POLL: Duration = Duration::from_millis(200);
@@ -48,7 +52,12 @@ const SYNC_POLL: Duration = Duration::from_millis(200);
 /// The default number of reconciles a controller runs at once.
 pub const DEFAULT_CONCURRENCY: u16 = 1;
 
+mod priority;
+
 type Customization<K> = Box<dyn FnOnce(Controller<K>) -> Controller<K> + Send>;
+
+/// Subscribes to the changes of an owned-object cache, as triggers of their owners.
+type OwnedTriggers<K> = Box<dyn FnOnce() -> BoxStream<'static, Trigger<K>> + Send>;
 
 type ErrorPolicy<K> = Arc<dyn Fn(&K, &(dyn std::error::Error + 'static)) -> OnError + Send + Sync>;
 
@@ -77,6 +86,11 @@ pub enum OnError {
 ///   event recorder), unless [`Builder::failure_events`] turns them off;
 /// - reconcile and work-queue metrics named like controller-runtime's
 ///   (`controller_runtime_reconcile_total`, `workqueue_depth`, ...; see [`crate::metrics`]);
+/// - live changes first: objects from a list (when the controller starts or takes over, or relists
+///   after a watch failed) wait behind objects seen changing, no more of them queued at once than
+///   [`Builder::concurrency`], so an edit is reconciled next even with thousands listed before it;
+/// - a warm standby: with leader election, the caches fill while the replica waits for the Lease,
+///   and it reconciles the moment it leads;
 /// - readiness: the manager reports ready once this controller's cache has synced;
 /// - graceful shutdown: on [`Manager::shutdown`] it takes no new work and returns once the reconciles
 ///   in flight are done;
@@ -93,6 +107,7 @@ where
     watcher_config: watcher::Config,
     concurrency: u16,
     customizations: Vec<Customization<K>>,
+    owned: Vec<OwnedTriggers<K>>,
     queue: WorkQueue,
     on_error: Option<ErrorPolicy<K>>,
     failure_events: bool,
@@ -111,6 +126,7 @@ where
             watcher_config: watcher::Config::default(),
             concurrency: DEFAULT_CONCURRENCY,
             customizations: Vec::new(),
+            owned: Vec::new(),
             on_error: None,
             failure_events: true,
         }
@@ -122,20 +138,18 @@ where
     where
         O: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
     {
-        // The owners kube's controller reconciles for a change: each owner reference of kind `K`.
         let queue = self.queue.clone();
-        let changes = children
-            .changes()
-            .map(Change::into_object)
-            .inspect(move |child| {
-                let namespace = child.meta().namespace.as_deref();
-                let owners = child.meta().owner_references.iter().flatten();
-                owners
-                    .filter(|o| o.kind == K::kind(&()) && o.api_version == K::api_version(&()))
-                    .for_each(|owner| queue.add(QueueKey::new(namespace, &owner.name)));
-            });
-        self.customizations.push(Box::new(move |controller| {
-            controller.owns_shared_stream(changes)
+        let children = children.clone();
+        // Subscribed once the controller runs: a standby reads nothing until it leads.
+        self.owned.push(Box::new(move || {
+            let owners = children
+                .changes_by_origin()
+                .flat_map(move |(change, origin)| {
+                    let owners = owners_of::<K, O>(change.object());
+                    owners.iter().for_each(|owner| queue.add(key_of(owner)));
+                    futures::stream::iter(owners.into_iter().map(move |owner| (owner, origin)))
+                });
+            owners.boxed()
         }));
         self
     }
@@ -214,23 +228,35 @@ where
             watcher_config,
             concurrency,
             customizations,
+            owned,
             queue,
             on_error,
             failure_events,
         } = self;
-        info!(controller = %name, "starting controller");
         let config = controller::Config::default().concurrency(concurrency);
         // The watched objects come from the manager's shared cache of them, which webhooks and other
-        // controllers may read too.
+        // controllers may read too. It fills while this replica waits to lead.
         let cache = manager.cache_with(api, watcher_config);
-        let objects = cache
-            .changes()
-            .filter_map(|change| ready(change.applied()))
-            .inspect({
-                let queue = queue.clone();
-                move |object| queue.add(queue_key(&**object))
-            });
-        let mut controller = Controller::for_shared_stream(objects, cache.store())
+        if !manager.leading().await {
+            return;
+        }
+        info!(controller = %name, "starting controller");
+        let objects = cache.changes_by_origin().filter_map({
+            let queue = queue.clone();
+            move |(change, origin)| {
+                let object = change.applied().map(|object| {
+                    queue.add(queue_key(&*object));
+                    (ObjectRef::from_obj(&*object), origin)
+                });
+                ready(object)
+            }
+        });
+        let triggers = owned.into_iter().map(|subscribe| subscribe());
+        let triggers = futures::stream::select_all(triggers).boxed();
+        let triggers = futures::stream::select(objects, triggers);
+        let prioritized = priority::Prioritized::new(triggers, cache.store(), concurrency);
+        let admitted = prioritized.admitted();
+        let mut controller = Controller::for_shared_stream(prioritized, cache.store())
             .with_config(config)
             .graceful_shutdown_on(manager.shutdown_signal());
         for customize in customizations {
@@ -244,16 +270,19 @@ where
         let reconcile = Arc::new(reconcile);
         let events = failure_events.then(|| Arc::new(manager.events()));
         let working = queue.clone();
+        let done = admitted.clone();
         let checked = move |object: Arc<K>, ctx: Arc<C>| {
             let (reconcile, reset, events) = (reconcile.clone(), reset.clone(), events.clone());
-            let queue = working.clone();
+            let (queue, done) = (working.clone(), done.clone());
             async move {
                 let queued = queue_key(&*object);
                 let work = queue.start(queued);
                 let key = object_key(&*object);
                 let reference = object.object_ref(&());
+                let listed = ObjectRef::from_obj(&*object);
                 let result = reconcile(object, ctx).await;
                 drop(work);
+                done.done(&listed);
                 if matches!(&result, Ok(action) if *action == Action::requeue(Duration::ZERO)) {
                     queue.retry(queued, Duration::ZERO);
                 }
@@ -310,6 +339,11 @@ where
                     Err(controller::Error::ReconcilerFailed(..)) => {}
                     // An object deleted while it waited in the queue: nothing to do.
                     Err(controller::Error::ObjectNotFound(object)) => {
+                        let gone = ObjectRef::<K>::new(&object.name);
+                        admitted.done(&match object.namespace.as_deref() {
+                            Some(namespace) => gone.within(namespace),
+                            None => gone,
+                        });
                         let namespace = object.namespace.as_deref();
                         queue.forget(QueueKey::new(namespace, &object.name));
                         let object = display_ref(&object);
@@ -339,6 +373,38 @@ where
             }
         }
     }
+}
+
+/// The objects of kind `K` that own `child` (by owner reference), as kube's controller finds them.
+fn owners_of<K, O>(child: &O) -> Vec<ObjectRef<K>>
+where
+    K: Resource<DynamicType = ()>,
+    K::Scope: 'static,
+    O: Resource,
+{
+    // A cluster-scoped owner has no namespace, whatever its child's.
+    let cluster_scoped = TypeId::of::<K::Scope>() == TypeId::of::<ClusterResourceScope>();
+    let namespace = child
+        .meta()
+        .namespace
+        .as_deref()
+        .filter(|_| !cluster_scoped);
+    let owners = child.meta().owner_references.iter().flatten();
+    owners
+        .filter(|o| o.kind == K::kind(&()) && o.api_version == K::api_version(&()))
+        .map(|owner| match namespace {
+            Some(namespace) => ObjectRef::new(&owner.name).within(namespace),
+            None => ObjectRef::new(&owner.name),
+        })
+        .collect()
+}
+
+/// The work-queue key of the object `object` refers to.
+fn key_of<K: Resource>(object: &ObjectRef<K>) -> QueueKey
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    QueueKey::new(object.namespace.as_deref(), &object.name)
 }
 
 /// The key of `object` in the controller's work queue.
