@@ -11,7 +11,6 @@
 //! - On a clean shutdown the leader clears the holder, and a follower takes over at its next try
 //!   instead of waiting for the Lease to expire.
 
-use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -90,14 +89,12 @@ struct Observed {
 }
 
 impl LeaderElection {
-    /// A candidate with a unique identity (`<hostname>_<random>`) and the default [`Timing`].
+    /// The manager as a candidate (as [`Manager::identity`]), with the default [`Timing`].
     pub fn new(manager: &Manager, namespace: &str, name: &str) -> Self {
-        let host = hostname().unwrap_or_else(|| "unknown".into());
-        let random = RandomState::new().hash_one(std::process::id());
         LeaderElection {
             leases: Api::namespaced(manager.client(), namespace),
             name: name.to_string(),
-            identity: format!("{host}_{random:016x}"),
+            identity: manager.identity().to_string(),
             timing: Timing::default(),
             manager: manager.clone(),
         }

@@ -11,6 +11,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::hash::{BuildHasher, RandomState};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -195,6 +196,8 @@ pub struct Manager {
 
 struct Inner {
     name: String,
+    /// This process among the replicas: `<hostname>_<random>`.
+    identity: String,
     client: Client,
     metrics: Metrics,
     stop: watch::Sender<bool>,
@@ -266,13 +269,14 @@ impl Manager {
     /// handling, no leader election. Tests build one per controller under test and call
     /// [`Manager::shutdown`] to stop it.
     pub fn new(name: &str, client: Client) -> Self {
-        Manager::with_parts(name, client, Metrics::new(), None, None)
+        Manager::with_parts(name, client, Metrics::new(), None, None, new_identity())
     }
 
     /// Like [`Manager::new`], watching the objects of `namespace` only, as `--watch-namespace` does.
     pub fn in_namespace(name: &str, client: Client, namespace: &str) -> Self {
         let namespace = Some(namespace.to_string());
-        Manager::with_parts(name, client, Metrics::new(), None, namespace)
+        let identity = new_identity();
+        Manager::with_parts(name, client, Metrics::new(), None, namespace, identity)
     }
 
     fn with_parts(
@@ -281,6 +285,7 @@ impl Manager {
         metrics: Metrics,
         leader_election: Option<(String, String)>,
         watch_namespace: Option<String>,
+        identity: String,
     ) -> Self {
         let (stop, mut stop_requested) = watch::channel(false);
         let stopped = async move {
@@ -290,6 +295,7 @@ impl Manager {
         Manager {
             inner: Arc::new(Inner {
                 name: name.to_string(),
+                identity,
                 client,
                 webhooks: Webhooks::with_metrics(metrics.clone()),
                 metrics,
@@ -311,6 +317,13 @@ impl Manager {
     /// The manager's name.
     pub fn name(&self) -> &str {
         &self.inner.name
+    }
+
+    /// This process among the replicas of the operator, `<hostname>_<random>`: the holder it writes
+    /// into the leader-election Lease, and the comment of its `User-Agent` (so the API server's audit
+    /// log tells the replicas apart).
+    pub fn identity(&self) -> &str {
+        &self.inner.identity
     }
 
     /// The API client.
@@ -606,7 +619,8 @@ impl ManagerBuilder {
             Some(config) => config,
             None => client_config(&args).await?,
         };
-        let client = counted_client(config, &metrics)?;
+        let identity = new_identity();
+        let client = counted_client(config, &metrics, &self.name, &identity)?;
         let server = client.apiserver_version().await?;
         info!(version = %server.git_version, "connected to the API server");
 
@@ -628,6 +642,7 @@ impl ManagerBuilder {
             metrics,
             leader_election,
             watch_namespace,
+            identity,
         );
         let inner = Arc::get_mut(&mut manager.inner).expect("not shared yet");
         inner.webhook_server = Some(webhook_server(&args));
@@ -806,6 +821,13 @@ impl Controllers {
     }
 }
 
+/// A unique name for this process: `<hostname>_<random>`.
+fn new_identity() -> String {
+    let host = leader::hostname().unwrap_or_else(|| "unknown".into());
+    let random = RandomState::new().hash_one(std::process::id());
+    format!("{host}_{random:016x}")
+}
+
 /// Spawns the controllers and waits for them all to end; the first to stop on its own (or panic)
 /// shuts the others down.
 async fn spawn_and_wait(
@@ -927,7 +949,16 @@ async fn client_config(args: &ManagerArgs) -> Result<kube::Config, Error> {
 }
 
 /// The API client of `config`, its requests counted in `metrics` (`rest_client_*`).
-fn counted_client(config: kube::Config, metrics: &Metrics) -> Result<Client, Error> {
+fn counted_client(
+    mut config: kube::Config,
+    metrics: &Metrics,
+    name: &str,
+    identity: &str,
+) -> Result<Client, Error> {
+    let agent = format!("{name}/{} ({identity})", env!("CARGO_PKG_VERSION"));
+    if let Ok(agent) = hyper::header::HeaderValue::from_str(&agent) {
+        config.headers.push((hyper::header::USER_AGENT, agent));
+    }
     let host = config.cluster_url.authority().map(|a| a.to_string());
     let layer = metrics.client_layer(&host.unwrap_or_default());
     let builder = kube::client::ClientBuilder::try_from(config)?;
