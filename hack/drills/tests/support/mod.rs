@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each drill uses a part
 
 pub mod knobs;
+pub mod shards;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;

@@ -1,0 +1,374 @@
+//! What the sharding drills add: kube-apiserver's audit log, and the proof read from it that no two
+//! replicas ever worked on one object at the same time.
+//!
+//! The proof does not take the operator's word. From the audit log (written by the API server) it
+//! reads, for each replica, the hash ranges it published in its shard Lease and when, and every write
+//! it made to a `Memcached`'s status or Deployment (the replica is told by its `User-Agent`). Two
+//! things must hold:
+//!
+//! 1. at no instant do two replicas hold overlapping ranges, counting a range as held from the moment
+//!    the API server answered its publication until the moment it received its withdrawal (or, for a
+//!    replica that stopped renewing, until its Lease expired);
+//! 2. every write a replica made to an object was received while it held the object's hash (the
+//!    64-bit FNV-1a of the `Memcached`'s uid, as the API server's shard selector hashes it).
+//!
+//! Together: each object was only ever written by the one replica holding it at the time.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::str::FromStr;
+
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use serde_json::Value;
+
+/// The annotation in which a replica publishes the ranges it works on (`0x<start>-0x<end>,…`).
+const RANGES_ANNOTATION: &str = "rustbuilder.io/shard-ranges";
+
+/// kube-apiserver's audit policy for the drill: the shard Leases with their content, and the
+/// operator's writes to Deployments and `Memcached` statuses by name only.
+pub const AUDIT_POLICY: &str = r#"apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived", "ResponseStarted"]
+rules:
+- level: Request
+  resources: [{group: "coordination.k8s.io", resources: ["leases"]}]
+  verbs: ["create", "update", "patch", "delete"]
+  namespaces: ["drill"]
+- level: Metadata
+  resources:
+  - {group: "apps", resources: ["deployments"]}
+  - {group: "cache.example.com", resources: ["memcacheds/status"]}
+  verbs: ["create", "update", "patch"]
+  namespaces: ["drill"]
+- level: None
+"#;
+
+/// The 64-bit FNV-1a hash, as the API server's shard selector hashes `metadata.uid`.
+pub fn hash(uid: &str) -> u64 {
+    uid.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// `0x<start>-0x<end>` terms separated by commas: half-open ranges of the hash space.
+fn parse_ranges(text: &str) -> Vec<(u128, u128)> {
+    let bound = |hex: &str| u128::from_str_radix(hex.trim().trim_start_matches("0x"), 16);
+    text.split(',')
+        .filter(|term| !term.trim().is_empty())
+        .map(|term| {
+            let (start, end) = term.split_once('-').expect("a range is `start-end`");
+            (bound(start).expect("hex"), bound(end).expect("hex"))
+        })
+        .collect()
+}
+
+fn holds(ranges: &[(u128, u128)], hash: u64) -> bool {
+    ranges
+        .iter()
+        .any(|&(start, end)| start <= u128::from(hash) && u128::from(hash) < end)
+}
+
+fn overlap(a: &[(u128, u128)], b: &[(u128, u128)]) -> bool {
+    a.iter()
+        .any(|&(s1, e1)| b.iter().any(|&(s2, e2)| s1 < e2 && s2 < e1))
+}
+
+/// A time at which a replica's published ranges changed: what it holds from `since` on.
+#[derive(Debug, Clone)]
+struct Holding {
+    since: Timestamp,
+    ranges: Vec<(u128, u128)>,
+}
+
+/// One write to an object by a replica, as the API server received it.
+#[derive(Debug)]
+struct Write {
+    replica: String,
+    object: String,
+    received: Timestamp,
+}
+
+/// What the audit log shows, with the problems found.
+#[derive(Debug, Default)]
+pub struct Exclusivity {
+    /// Writes to objects, per replica.
+    pub writes: BTreeMap<String, usize>,
+    /// How many Lease writes published ranges their replica did not hold before.
+    pub publications: usize,
+    pub problems: Vec<String>,
+}
+
+fn time(event: &Value, field: &str) -> Timestamp {
+    let text = event[field].as_str().unwrap_or_default();
+    Timestamp::from_str(text).unwrap_or_else(|e| panic!("audit {field} {text:?}: {e}"))
+}
+
+/// The identity in a `User-Agent` of the form `name/version (identity)`.
+fn agent_identity(agent: &str) -> Option<String> {
+    let (_, rest) = agent.rsplit_once('(')?;
+    Some(rest.trim_end_matches(')').to_string())
+}
+
+/// Reads the audit log at `path` and checks that each object (name → `Memcached` uid) was written by
+/// one replica at a time (see the module's documentation).
+pub fn exclusivity(path: &Path, uids: &HashMap<String, String>) -> Exclusivity {
+    let text = std::fs::read_to_string(path).expect("the audit log");
+    let events: Vec<Value> = text
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .filter(|e: &Value| e["stage"] == "ResponseComplete")
+        .filter(|e| e["responseStatus"]["code"].as_i64().is_some_and(|c| c < 300))
+        .collect();
+
+    // Each replica's holdings over time, from its Lease writes, plus when its Lease runs out.
+    let mut timelines: HashMap<String, Vec<Holding>> = HashMap::new();
+    let mut expiry: HashMap<String, Timestamp> = HashMap::new();
+    let mut lease_holder: HashMap<String, String> = HashMap::new();
+    let mut writes = Vec::new();
+    let mut gained = 0;
+    for event in &events {
+        let resource = event["objectRef"]["resource"].as_str().unwrap_or_default();
+        let name = event["objectRef"]["name"].as_str().unwrap_or_default().to_string();
+        let verb = event["verb"].as_str().unwrap_or_default();
+        if resource == "leases" {
+            let lease = &event["requestObject"];
+            if verb == "delete" {
+                // Deleted: by its replica on a clean stop, or by another once it had expired.
+                if let Some(replica) = lease_holder.get(&name) {
+                    let at = time(event, "requestReceivedTimestamp");
+                    let timeline = timelines.entry(replica.clone()).or_default();
+                    timeline.push(Holding {
+                        since: at,
+                        ranges: Vec::new(),
+                    });
+                }
+                continue;
+            }
+            let Some(published) = lease["metadata"]["annotations"][RANGES_ANNOTATION].as_str()
+            else {
+                continue; // another Lease (leader election, say)
+            };
+            let replica = lease["spec"]["holderIdentity"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            lease_holder.insert(name, replica.clone());
+            let ranges = parse_ranges(published);
+            let timeline = timelines.entry(replica.clone()).or_default();
+            let before = timeline.last().map(|h| h.ranges.clone()).unwrap_or_default();
+            // Conservatively: what it gives up counts until the API server received the write, what
+            // it gains from the moment the write was answered.
+            timeline.push(Holding {
+                since: time(event, "requestReceivedTimestamp"),
+                ranges: intersect(&before, &ranges),
+            });
+            if ranges.iter().any(|r| !before.contains(r)) {
+                gained += 1;
+            }
+            timeline.push(Holding {
+                since: time(event, "stageTimestamp"),
+                ranges,
+            });
+            let seconds = lease["spec"]["leaseDurationSeconds"].as_i64().unwrap_or(15);
+            let renewed = time(event, "stageTimestamp");
+            expiry.insert(replica, renewed + SignedDuration::from_secs(seconds));
+        } else {
+            let agent = event["userAgent"].as_str().unwrap_or_default();
+            if let Some(replica) = agent_identity(agent) {
+                let received = time(event, "requestReceivedTimestamp");
+                writes.push(Write {
+                    replica,
+                    object: name,
+                    received,
+                });
+            }
+        }
+    }
+    // A replica that stopped renewing holds nothing once its Lease expired.
+    for (replica, timeline) in &mut timelines {
+        timeline.sort_by_key(|h| h.since);
+        if let Some(&expired) = expiry.get(replica)
+            && timeline.last().is_some_and(|h| !h.ranges.is_empty())
+        {
+            timeline.push(Holding {
+                since: expired,
+                ranges: Vec::new(),
+            });
+        }
+    }
+
+    let mut found = Exclusivity {
+        publications: gained,
+        ..Exclusivity::default()
+    };
+    let held_at = |replica: &str, at: Timestamp| -> Vec<(u128, u128)> {
+        let timeline = timelines.get(replica).map(Vec::as_slice).unwrap_or_default();
+        let current = timeline.iter().rev().find(|h| h.since <= at);
+        current.map(|h| h.ranges.clone()).unwrap_or_default()
+    };
+
+    // 1. No two replicas hold overlapping ranges at any instant: check at every change.
+    let mut changes: Vec<(Timestamp, &String)> = timelines
+        .iter()
+        .flat_map(|(replica, timeline)| timeline.iter().map(move |h| (h.since, replica)))
+        .collect();
+    changes.sort();
+    for (at, replica) in &changes {
+        let mine = held_at(replica, *at);
+        for other in timelines.keys().filter(|o| o != replica) {
+            let theirs = held_at(other, *at);
+            if overlap(&mine, &theirs) {
+                found.problems.push(format!(
+                    "at {at}: {replica} and {other} both hold part of {mine:x?} / {theirs:x?}"
+                ));
+            }
+        }
+    }
+
+    // 2. Every write was received while its replica held the object's hash.
+    for write in &writes {
+        *found.writes.entry(write.replica.clone()).or_default() += 1;
+        let Some(uid) = uids.get(&write.object) else {
+            found
+                .problems
+                .push(format!("{}: written, but no such object", write.object));
+            continue;
+        };
+        let held = held_at(&write.replica, write.received);
+        if !holds(&held, hash(uid)) {
+            found.problems.push(format!(
+                "{}: written by {} at {} while it held {held:x?}, not the object's hash {:#018x}",
+                write.object,
+                write.replica,
+                write.received,
+                hash(uid)
+            ));
+        }
+    }
+    found
+}
+
+fn intersect(a: &[(u128, u128)], b: &[(u128, u128)]) -> Vec<(u128, u128)> {
+    a.iter()
+        .flat_map(|&(s1, e1)| {
+            b.iter()
+                .filter_map(move |&(s2, e2)| (s1.max(s2) < e1.min(e2)).then(|| (s1.max(s2), e1.min(e2))))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashes_as_go_does() {
+        // Go: fnv.New64a() over "abc".
+        assert_eq!(hash("abc"), 0xe71f_a219_0541_574b);
+        assert_eq!(hash(""), 0xcbf2_9ce4_8422_2325);
+    }
+
+    #[test]
+    fn overlaps_and_holdings() {
+        let ranges = parse_ranges("0x0000000000000000-0x8000000000000000");
+        assert!(holds(&ranges, 0x7fff_ffff_ffff_ffff));
+        assert!(!holds(&ranges, 0x8000_0000_0000_0000));
+        let upper = parse_ranges("0x8000000000000000-0x10000000000000000");
+        assert!(!overlap(&ranges, &upper));
+        assert!(overlap(&ranges, &parse_ranges("0x7000000000000000-0x9000000000000000")));
+    }
+}
+
+/// The operator's flag that turns sharding on.
+const SHARDING: &str = "--sharding";
+/// What a replica logs when it starts work on ranges, and which filtering it uses.
+const WORKING: &str = "shard ranges";
+const SERVER_SIDE: &str = "server-side shard selector";
+const CLIENT_SIDE: &str = "filtering on the client";
+
+/// The sharding drill: three replicas share a wave; one is SIGKILLed mid-wave, its ranges are taken
+/// over; a fourth joins and the ranges are rebalanced; the wave converges to the same end state as
+/// with one replica, and the audit log proves no object was written by two replicas at once.
+/// `server_side`: kube-apiserver runs with the `ShardedListAndWatch` feature gate (each replica
+/// lists and watches its own range), else the replicas filter on the client.
+pub async fn drill(objects: usize, server_side: bool) {
+    use std::time::{Duration, Instant};
+
+    use kube::ResourceExt;
+    use kube::api::Api;
+    use project::api::v1alpha1::Memcached;
+    use rustbuilder_envtest::Component;
+
+    use super::knobs::add_flags;
+    use super::{Drill, NAMESPACE, Operator};
+
+    let dir = std::env::temp_dir().join(format!("drill-shards-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (policy, log) = (dir.join("audit-policy.yaml"), dir.join("audit.log"));
+    std::fs::write(&policy, AUDIT_POLICY).unwrap();
+    let mut flags = format!(
+        "--audit-policy-file={} --audit-log-path={}",
+        policy.display(),
+        log.display()
+    );
+    if server_side {
+        flags.push_str(" --feature-gates=ShardedListAndWatch=true");
+    }
+    add_flags(Component::KubeApiserver, &flags);
+
+    let mut drill = Drill::start().await;
+    let kubeconfig = drill.env.kubeconfig().to_owned();
+    let launch = |name: &str| Operator::launch(&kubeconfig, name, &[SHARDING]);
+    // Three replicas instead of the single operator (no object exists yet).
+    drill.operator = launch("replica-a");
+    let mut b = launch("replica-b");
+    let mut c = launch("replica-c");
+    let mode = if server_side { SERVER_SIDE } else { CLIENT_SIDE };
+    for replica in [&drill.operator, &b, &c] {
+        replica.wait_for_log(WORKING, Duration::from_secs(60)).await;
+        replica.wait_for_log(mode, Duration::from_secs(10)).await;
+    }
+
+    drill.create_wave(objects).await;
+    drill.wait_for_deployments(objects / 3).await;
+    let at_fault = drill.progress(objects).await;
+    let killed = Instant::now();
+    c.kill();
+    // The two left take c's ranges once its Lease has expired; then a fourth joins.
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let d = launch("replica-d");
+    d.wait_for_log(WORKING, Duration::from_secs(60)).await;
+    let joined = killed.elapsed();
+    let recovery = drill.wait_converged(objects).await;
+    let total = killed.elapsed();
+    for (name, replica) in [("a", &mut drill.operator), ("b", &mut b)] {
+        assert!(replica.exited().is_none(), "replica {name} exited");
+    }
+
+    let memcacheds: Api<Memcached> = Api::namespaced(drill.client(), NAMESPACE);
+    let uids = memcacheds.list(&Default::default()).await.unwrap().items;
+    let uids = uids
+        .iter()
+        .map(|m| (m.name_any(), m.uid().unwrap_or_default()))
+        .collect();
+    let found = exclusivity(&log, &uids);
+    assert!(
+        found.problems.is_empty(),
+        "{} writes by a replica that did not hold the object alone, e.g. {:#?}",
+        found.problems.len(),
+        &found.problems[..found.problems.len().min(10)]
+    );
+    // Every replica did part of the work, none all of it: shared, not duplicated.
+    assert_eq!(found.writes.len(), 4, "writers: {:?}", found.writes);
+    eprintln!(
+        "drill sharded ({}): {objects} objects; at the kill {} Deployments, {} converged; the fourth \
+         replica joined {joined:.1?} after the kill; converged {total:.1?} after the kill ({recovery:.1?} \
+         after the join); writes per replica {:?}; {} publications of new ranges",
+        if server_side { "server-side" } else { "client-side" },
+        at_fault.0,
+        at_fault.1,
+        found.writes.values().collect::<Vec<_>>(),
+        found.publications,
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
