@@ -56,6 +56,7 @@ pub mod manifests;
 pub mod metrics;
 pub mod owned;
 pub mod rollout;
+pub mod shard;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod webhook;

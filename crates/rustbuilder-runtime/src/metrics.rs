@@ -32,11 +32,13 @@ use std::time::{Duration, Instant};
 
 mod client;
 mod queue;
+mod shard;
 
 pub use client::{ClientMetricsLayer, ClientMetricsService};
 use client::{ClientSeries, REQUEST_DURATION_BUCKETS};
 use queue::QueueSeries;
 pub(crate) use queue::{QueueKey, WorkQueue};
+pub(crate) use shard::ShardSeries;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -131,6 +133,7 @@ pub struct Metrics {
     webhook_latency: Family<WebhookLabels, Histogram, fn() -> Histogram>,
     queue: QueueFamilies,
     client: ClientSeries,
+    shard: ShardSeries,
 }
 
 impl Default for Metrics {
@@ -236,6 +239,7 @@ impl Metrics {
             "How long the API server takes to answer the manager's client, per method (verb) and host",
             client.duration.clone(),
         );
+        let shard = ShardSeries::register(&mut registry);
         registry.register_collector(Box::new(ProcessCollector));
         Metrics {
             registry: Arc::new(registry),
@@ -249,6 +253,7 @@ impl Metrics {
             webhook_latency,
             queue,
             client,
+            shard,
         }
     }
 
@@ -304,6 +309,11 @@ impl Metrics {
             time: self.reconcile_time.get_or_create(&labels).clone(),
             active: self.active_workers.get_or_create(&labels).clone(),
         }))
+    }
+
+    /// The `shard_*` series.
+    pub(crate) fn shard(&self) -> &ShardSeries {
+        &self.shard
     }
 
     /// Sets `leader_election_master_status{name=lease}`.
