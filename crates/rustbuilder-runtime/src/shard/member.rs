@@ -673,11 +673,13 @@ impl Worker {
             self.quiet_until = Some(Instant::now() + quiet);
             return;
         }
+        // The moment of the transition comes before the first work it admits.
+        let at = Instant::now();
         self.active = self.active.union(&claimed);
         self.shard.gate().active = self.active.clone();
         info!(group = self.shard.group, ranges = %claimed, "started ranges");
         self.count_handover("acquired");
-        self.transition();
+        self.transition(at);
     }
 
     /// Gives up what is no longer this member's: no new work on it, and once the work admitted
@@ -699,7 +701,7 @@ impl Worker {
             let drained = std::mem::take(&mut self.draining);
             info!(group = self.shard.group, ranges = %drained, "gave up ranges");
             self.count_handover("released");
-            self.transition();
+            self.transition(Instant::now());
         }
     }
 
@@ -722,13 +724,13 @@ impl Worker {
     }
 
     /// Tells [`Shard::state`] readers and the transition hook what this member holds now.
-    fn transition(&self) {
+    fn transition(&self, at: Instant) {
         let held = self.active.union(&self.draining);
         if let Some(hook) = &self.on_transition {
             hook(&Transition {
                 identity: self.shard.identity.clone(),
                 held,
-                at: Instant::now(),
+                at,
             });
         }
         self.publish_state();
@@ -759,7 +761,7 @@ impl Worker {
         self.shard.gate().active = Ranges::none();
         self.active = Ranges::none();
         self.draining = Ranges::none();
-        self.transition();
+        self.transition(Instant::now());
         if let Some(metrics) = &self.metrics {
             metrics.shard().set_share(&self.shard.group, 0.0);
         }
