@@ -25,6 +25,13 @@
 //! kube's client retries (e.g. after a 429) counts once, with its last answer; `code` is `<error>`
 //! when no answer came. A watch counts when its response starts, and its duration is the time to
 //! that point.
+//!
+//! ## Shards
+//!
+//! A member of a shard group ([`crate::shard`]) reports `shard_members{group}` (the live members it
+//! sees), `shard_active_share{group}` (the share of the hash space it works on, 0 to 1),
+//! `shard_handovers_total{group,direction}` (ranges `acquired` and `released`) and, per sharded cache,
+//! `shard_objects{group,kind}` (the objects it holds).
 
 use std::fmt;
 use std::sync::{Arc, Mutex};

@@ -407,6 +407,8 @@ enum Written {
     Ok,
     /// The Lease changed or vanished under us: someone judged it expired.
     Gone,
+    /// The Lease changed since our last write, still ours: read back, to write again.
+    ReadBack,
     Failed(kube::Error),
 }
 
@@ -429,7 +431,7 @@ impl Worker {
                     error!(lease = self.lease_name, "the shard lease was taken away");
                     return self.lose();
                 }
-                Ok(Written::Gone) => false,
+                Ok(Written::Gone | Written::ReadBack) => false,
                 Ok(Written::Failed(error)) => {
                     warn!(lease = self.lease_name, %error, "cannot renew the shard lease");
                     false
@@ -506,8 +508,21 @@ impl Worker {
         }
     }
 
-    /// Creates or renews the own Lease, publishing `published`.
+    /// Creates or renews the own Lease, publishing `published`; once more after reading it back
+    /// when a write answered with a conflict.
     async fn write(&mut self, published: &Ranges) -> Written {
+        match self.write_once(published).await {
+            Written::ReadBack => match self.write_once(published).await {
+                Written::ReadBack => Written::Failed(kube::Error::Service(
+                    "the shard lease keeps changing under its own writes".into(),
+                )),
+                written => written,
+            },
+            written => written,
+        }
+    }
+
+    async fn write_once(&mut self, published: &Ranges) -> Written {
         let now = MicroTime(Timestamp::now());
         let seconds = self.timing.lease_duration.as_secs_f64().ceil() as i32;
         let pp = PostParams::default();
@@ -552,11 +567,21 @@ impl Worker {
             Err(kube::Error::Api(status)) if status.code == 409 && self.own.is_none() => {
                 Written::Failed(kube::Error::Api(status))
             }
-            // 409 or 404 on replace: someone changed or deleted our Lease, which they may only do
-            // once it has expired.
+            // 409 on replace: our last write may have gone through unanswered; read the Lease
+            // back. Gone, or someone else's: someone judged it expired and deleted it.
             Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => {
-                self.own = None;
-                Written::Gone
+                let uid = self.own.as_ref().and_then(|own| own.metadata.uid.clone());
+                match self.leases.get_opt(&self.lease_name).await {
+                    Ok(Some(lease)) if status.code == 409 && lease.metadata.uid == uid => {
+                        self.own = Some(lease);
+                        Written::ReadBack
+                    }
+                    Ok(_) => {
+                        self.own = None;
+                        Written::Gone
+                    }
+                    Err(error) => Written::Failed(error),
+                }
             }
             Err(error) => Written::Failed(error),
         }
