@@ -295,7 +295,7 @@ where
         let count = move || counted.upgrade().map(|shared| shared.store.len());
         let kind = K::kind(&());
         let series = manager.metrics().shard();
-        series.count_objects(shard.group(), &kind, count);
+        series.count_objects(shard.group(), &kind, key.label(), count);
         let field_manager = manager.name().to_string();
         let events = crate::shard::watch::events(api, config, shard.state(), key, store)
             .modify(move |object| keep_own_apply_entry(object, &field_manager));

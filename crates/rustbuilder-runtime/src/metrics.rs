@@ -31,7 +31,8 @@
 //! A member of a shard group ([`crate::shard`]) reports `shard_members{group}` (the live members it
 //! sees), `shard_active_share{group}` (the share of the hash space it works on, 0 to 1),
 //! `shard_handovers_total{group,direction}` (ranges `acquired` and `released`) and, per sharded cache,
-//! `shard_objects{group,kind}` (the objects it holds).
+//! `shard_objects{group,kind,key}` (the objects it holds; `key` is `uid`, or `controller_owner` for a
+//! cache of owned objects).
 
 use std::fmt;
 use std::sync::{Arc, Mutex};

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ListParams, ObjectMeta, PostParams};
 use kube::client::Body;
 use kube::runtime::watcher;
@@ -98,6 +99,33 @@ async fn split_between_two_members(env: &TestEnv, filtering: Filtering) {
     let all = api.list(&labelled).await.unwrap().items;
     let everything: BTreeSet<String> = all.iter().map(|c| c.name_any()).collect();
     assert_eq!(everything.len(), 24);
+    // A child of each, which follows its owner from shard to shard.
+    for owner in &all {
+        let child = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(format!("child-of-{}", owner.name_any())),
+                labels: Some([(LABEL.to_string(), "child".to_string())].into()),
+                owner_references: Some(vec![OwnerReference {
+                    api_version: "v1".into(),
+                    kind: "ConfigMap".into(),
+                    name: owner.name_any(),
+                    uid: owner.uid().unwrap(),
+                    controller: Some(true),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        api.create(&PostParams::default(), &child).await.unwrap();
+    }
+    let children_in = |ranges: &Ranges| -> BTreeSet<String> {
+        let owners = names_in(&all, ranges);
+        owners
+            .iter()
+            .map(|owner| format!("child-of-{owner}"))
+            .collect()
+    };
 
     assert_eq!(shard::detect(&api).await.unwrap(), filtering);
     for ranges in [
@@ -118,15 +146,17 @@ async fn split_between_two_members(env: &TestEnv, filtering: Filtering) {
         assert!(some > 0 && some < 24, "24 uids, none or all in {ranges}?");
     }
 
+    // Each member in a manager of its own, as in its own process.
     let uris = Arc::new(Mutex::new(Vec::new()));
     let recording = Recording {
         client: client.clone(),
         uris: uris.clone(),
     };
-    let manager = Manager::new("shard-test", Client::new(recording, "default"));
-    let members: Vec<(Shard, Cache<ConfigMap>)> = ["one", "two"]
+    let recording = Client::new(recording, "default");
+    let members: Vec<Replica> = ["one", "two"]
         .into_iter()
         .map(|identity| {
+            let manager = Manager::new("shard-test", recording.clone());
             let shard = Membership::new(manager.client(), "default", "split")
                 .identity(identity)
                 .timing(TIMING)
@@ -134,35 +164,52 @@ async fn split_between_two_members(env: &TestEnv, filtering: Filtering) {
                 .start();
             let config = watcher::Config::default().labels(&format!("{LABEL}=yes"));
             let api = Api::namespaced(manager.client(), "default");
-            let cache = Cache::sharded(&manager, api, config, &shard, ShardKey::Uid);
-            (shard, cache)
+            let cache = Cache::sharded(&manager, api.clone(), config, &shard, ShardKey::Uid);
+            let config = watcher::Config::default().labels(&format!("{LABEL}=child"));
+            let key = ShardKey::ControllerOwner;
+            let children = Cache::sharded(&manager, api, config, &shard, key);
+            Replica {
+                manager,
+                shard,
+                cache,
+                children,
+            }
         })
         .collect();
 
     // Each cache holds exactly the objects of its member's range, and the two ranges split the
     // space in halves.
     let split = eventually(Duration::from_secs(10), async || {
-        members.iter().all(|(shard, cache)| {
-            let held = shard.state().borrow().held.clone();
-            held.share() == 0.5 && cache.is_synced() && names(cache) == names_in(&all, &held)
+        members.iter().all(|member| {
+            let held = member.shard.state().borrow().held.clone();
+            held.share() == 0.5
+                && member.cache.is_synced()
+                && names(&member.cache) == names_in(&all, &held)
+                && names(&member.children) == children_in(&held)
         })
     })
     .await;
     let held: Vec<Ranges> = members
         .iter()
-        .map(|(s, _)| s.state().borrow().held.clone())
+        .map(|member| member.shard.state().borrow().held.clone())
         .collect();
     assert!(split, "not split in halves: {held:?}");
     assert!(held[0].union(&held[1]).is_full(), "{held:?}");
-    let metrics = manager.metrics().encode();
-    assert!(
-        metrics.contains(r#"shard_members{group="split"} 2"#),
-        "{metrics}"
-    );
-    assert!(
-        metrics.contains(r#"shard_objects{group="split",kind="ConfigMap"}"#),
-        "{metrics}"
-    );
+    for member in &members {
+        let metrics = member.manager.metrics().encode();
+        let objects = member.cache.len();
+        for expected in [
+            r#"shard_members{group="split"} 2"#.to_string(),
+            r#"shard_active_share{group="split"} 0.5"#.to_string(),
+            format!(r#"shard_objects{{group="split",kind="ConfigMap",key="uid"}} {objects}"#),
+            format!(
+                r#"shard_objects{{group="split",kind="ConfigMap",key="controller_owner"}} {objects}"#
+            ),
+            r#"shard_handovers_total{group="split",direction="acquired"}"#.to_string(),
+        ] {
+            assert!(metrics.contains(&expected), "no {expected} in\n{metrics}");
+        }
+    }
     let uris = uris.lock().unwrap().clone();
     let watches = uris.iter().filter(|u| u.contains("watch=true"));
     let selected: Vec<&String> = watches.filter(|u| u.contains("shardSelector=")).collect();
@@ -179,26 +226,31 @@ async fn split_between_two_members(env: &TestEnv, filtering: Filtering) {
     let seen_once = eventually(Duration::from_secs(5), async || {
         let holding: Vec<bool> = members
             .iter()
-            .map(|(_, cache)| cache.get(Some("default"), "after-0").is_some())
+            .map(|member| member.cache.get(Some("default"), "after-0").is_some())
             .collect();
         holding.iter().filter(|h| **h).count() == 1
     })
     .await;
     assert!(seen_once, "the new object is not in exactly one cache");
-    let (owner, _) = members
+    let owner = members
         .iter()
-        .find(|(_, cache)| cache.get(Some("default"), "after-0").is_some())
+        .find(|member| member.cache.get(Some("default"), "after-0").is_some())
         .unwrap();
-    assert!(owner.state().borrow().held.contains(hash));
+    assert!(owner.shard.state().borrow().held.contains(hash));
 
     // One leaves cleanly: the other takes over at once and its cache lists everything.
-    let (leaving, _) = &members[0];
-    leaving.stop().await;
-    let (staying, cache) = &members[1];
+    members[0].shard.stop().await;
+    let Replica {
+        shard: staying,
+        cache,
+        children,
+        ..
+    } = &members[1];
     let mut everything = everything;
     everything.insert("after-0".into());
     let took_over = eventually(Duration::from_secs(5), async || {
-        staying.state().borrow().held.is_full() && names(cache) == everything
+        let held = staying.state().borrow().held.clone();
+        held.is_full() && names(cache) == everything && names(children) == children_in(&held)
     })
     .await;
     assert!(
@@ -207,7 +259,17 @@ async fn split_between_two_members(env: &TestEnv, filtering: Filtering) {
         staying.state().borrow()
     );
     staying.stop().await;
-    manager.shutdown();
+    for member in &members {
+        member.manager.shutdown();
+    }
+}
+
+/// A member of the group `split` with its caches.
+struct Replica {
+    manager: Manager,
+    shard: Shard,
+    cache: Cache<ConfigMap>,
+    children: Cache<ConfigMap>,
 }
 
 #[tokio::test]

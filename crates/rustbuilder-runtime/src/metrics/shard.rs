@@ -27,6 +27,7 @@ struct HandoverLabels {
 struct ObjectLabels {
     group: String,
     kind: String,
+    key: &'static str,
 }
 
 /// How a sharded cache tells its size at a scrape.
@@ -91,17 +92,19 @@ impl ShardSeries {
         self.handovers.get_or_create(&labels).inc();
     }
 
-    /// Reports `shard_objects{group,kind}` from `count` at each scrape, until it returns `None`
+    /// Reports `shard_objects{group,kind,key}` from `count` at each scrape, until it returns `None`
     /// (its cache is gone).
     pub(crate) fn count_objects(
         &self,
         group: &str,
         kind: &str,
+        key: &'static str,
         count: impl Fn() -> Option<usize> + Send + Sync + 'static,
     ) {
         let labels = ObjectLabels {
             group: group.to_string(),
             kind: kind.to_string(),
+            key,
         };
         let mut objects = self.objects.lock().unwrap_or_else(|e| e.into_inner());
         objects.push((labels, Box::new(count)));

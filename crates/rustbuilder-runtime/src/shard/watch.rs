@@ -31,6 +31,14 @@ pub enum ShardKey {
 }
 
 impl ShardKey {
+    /// The key as the `key` label of `shard_objects` names it: `uid` or `controller_owner`.
+    pub fn label(self) -> &'static str {
+        match self {
+            ShardKey::Uid => "uid",
+            ShardKey::ControllerOwner => "controller_owner",
+        }
+    }
+
     /// The hash that places `object` in a shard.
     pub fn hash_of<K: Resource>(self, object: &K) -> u64 {
         let own = || object.meta().uid.as_deref().unwrap_or_default();
