@@ -539,6 +539,11 @@ async fn members_hand_ranges_over_without_overlap() {
         assert_eq!(state.held, Ranges::from(Range::part(index, 3)));
     }
     eprintln!("3 members settled in {:?}", started.elapsed());
+    let worked = |member: &str| record.lock().unwrap().work.iter().any(|w| w.0 == member);
+    let all_worked = eventually(Duration::from_secs(5), async || {
+        ["a", "b", "c"].into_iter().all(worked)
+    });
+    assert!(all_worked.await, "not every member got work");
 
     // `b` dies without a word: its Lease stays until it expires.
     for worker in &b.workers {
@@ -564,8 +569,10 @@ async fn members_hand_ranges_over_without_overlap() {
     );
     let took = killed.elapsed();
     eprintln!("b's range taken over {took:?} after it died");
+    // b last renewed up to a retry period (and a request) before it died.
+    let earliest = TIMING.lease_duration - TIMING.retry_period - Duration::from_millis(200);
     assert!(
-        took >= TIMING.lease_duration,
+        took >= earliest,
         "taken over in {took:?}, before b's Lease expired"
     );
 
@@ -589,13 +596,35 @@ async fn members_hand_ranges_over_without_overlap() {
     for member in [&a, &c, &d] {
         member.shard.stop().await;
     }
-    let leases: Api<Lease> = Api::namespaced(client, "default");
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
     let left = leases
         .list(&ListParams::default().labels(&format!("{GROUP_LABEL}=drill")))
         .await
         .unwrap();
     let left: Vec<String> = left.iter().map(|l| l.name_any()).collect();
     assert!(left.is_empty(), "Leases left behind: {left:?}");
+
+    // A member whose Lease is taken away (as another member does once it judges it expired) stops.
+    let e = Membership::new(client.clone(), "default", "alone")
+        .identity("e")
+        .timing(TIMING)
+        .start();
+    let full = eventually(Duration::from_secs(5), async || {
+        e.state().borrow().held.is_full()
+    });
+    assert!(full.await, "a lone member did not take everything");
+    assert!(e.enter(&uid(0)).is_some());
+    leases
+        .delete("alone-shard-e", &Default::default())
+        .await
+        .unwrap();
+    let lost = tokio::time::timeout(TIMING.renew_deadline, e.lost()).await;
+    assert!(
+        lost.is_ok(),
+        "still working without a Lease: {:?}",
+        e.state().borrow()
+    );
+    assert!(e.enter(&uid(0)).is_none() && e.state().borrow().held.is_empty());
 
     let record = record.lock().unwrap();
     let members: BTreeSet<&str> = record.work.iter().map(|w| w.0.as_str()).collect();
