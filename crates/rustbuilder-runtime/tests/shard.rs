@@ -9,11 +9,12 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use futures::future::BoxFuture;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, ListParams, ObjectMeta, PostParams};
+use kube::api::{Api, ListParams, ObjectMeta, PostParams, WatchEvent, WatchParams};
 use kube::client::Body;
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
@@ -145,6 +146,49 @@ async fn split_between_two_members(env: &TestEnv, filtering: Filtering) {
         let some = names_in(&all, &ranges).len();
         assert!(some > 0 && some < 24, "24 uids, none or all in {ranges}?");
     }
+
+    // A watch with a selector: with the gate, only the events of the range arrive.
+    let half = Ranges::from(Range::part(0, 2));
+    let selecting = shard::selecting_client(&client, &half.selector().unwrap());
+    let watched = Api::<ConfigMap>::namespaced(selecting, "default");
+    let version = api.list(&labelled).await.unwrap().metadata.resource_version;
+    let params = WatchParams::default().labels(&format!("{LABEL}=watched"));
+    let events = watched.watch(&params, &version.unwrap()).await.unwrap();
+    let mut events = std::pin::pin!(events);
+    let mut created = Vec::new();
+    for i in 0..8 {
+        let configmap = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(format!("watched-{i}")),
+                labels: Some([(LABEL.to_string(), "watched".to_string())].into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        created.push(
+            api.create(&PostParams::default(), &configmap)
+                .await
+                .unwrap(),
+        );
+    }
+    let expected = match filtering {
+        Filtering::Server => names_in(&created, &half),
+        Filtering::Client => created.iter().map(|c| c.name_any()).collect(),
+    };
+    let mut seen = BTreeSet::new();
+    // Until one more event than expected could have come (or none does for a second).
+    while seen.len() <= expected.len() {
+        let next = tokio::time::timeout(Duration::from_secs(1), events.next()).await;
+        let Ok(Some(event)) = next else { break };
+        if let WatchEvent::Added(configmap) = event.unwrap() {
+            seen.insert(configmap.name_any());
+        }
+    }
+    assert_eq!(seen, expected, "events of a watch with {half}");
+    let watched_list = ListParams::default().labels(&format!("{LABEL}=watched"));
+    api.delete_collection(&Default::default(), &watched_list)
+        .await
+        .unwrap();
 
     // Each member in a manager of its own, as in its own process.
     let uris = Arc::new(Mutex::new(Vec::new()));
