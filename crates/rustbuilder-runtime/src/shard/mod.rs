@@ -44,6 +44,18 @@
 //! objects; otherwise it sends all of them and the cache drops the others by the same hash. The log
 //! says which ([`detect`], [`Filtering`]).
 //!
+//! ## In a manager
+//!
+//! A controller of a sharded kind reads a [`Cache::sharded`](crate::cache::Cache::sharded) of its
+//! kind ([`ShardKey::Uid`]) and of each owned kind ([`ShardKey::ControllerOwner`]), and each
+//! reconcile first passes [`Shard::enter`] with the object's uid, holding the permit until it
+//! returns; an object outside the active ranges is skipped (its member reconciles it). The process
+//! exits when [`Shard::lost`] resolves, as it does when leader election is lost, and calls
+//! [`Shard::stop`] once its controllers have stopped.
+//!
+//! Uids the API server makes are random; made-up ones that differ only in their last characters
+//! (`uid-1`, `uid-2`) hash close together, into one range.
+//!
 //! ## Example
 //!
 //! ```no_run
