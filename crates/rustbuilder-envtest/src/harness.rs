@@ -94,6 +94,7 @@ pub struct TestEnvBuilder {
     cluster: bool,
     webhook_paths: Vec<PathBuf>,
     webhook_yaml: Vec<String>,
+    feature_gates: Vec<String>,
 }
 
 /// The webhook configurations to register, parsed.
@@ -232,6 +233,15 @@ impl TestEnvBuilder {
         self
     }
 
+    /// Starts kube-apiserver with these feature gates, e.g. `"ShardedListAndWatch=true"` for an alpha
+    /// feature (several separated by commas, or given by several calls). By default the API server
+    /// runs with its default gates.
+    pub fn feature_gates(mut self, gates: &str) -> Self {
+        let gates = gates.split(',').map(str::trim).filter(|g| !g.is_empty());
+        self.feature_gates.extend(gates.map(str::to_owned));
+        self
+    }
+
     /// Starts the control plane and installs the CRDs. Panics, with the end of the failing component's
     /// log, if anything does not come up within a minute.
     pub async fn start(self) -> TestEnv {
@@ -259,7 +269,7 @@ impl TestEnvBuilder {
         for yaml in &self.webhook_yaml {
             webhooks.read(yaml, "webhook manifests");
         }
-        TestEnv::launch(self.cluster, crds, webhooks).await
+        TestEnv::launch(self.cluster, crds, webhooks, &self.feature_gates).await
     }
 }
 
@@ -500,6 +510,7 @@ impl TestEnv {
         cluster: bool,
         crds: Vec<CustomResourceDefinition>,
         webhooks: WebhookConfigurations,
+        feature_gates: &[String],
     ) -> TestEnv {
         // Resolve every binary first: a missing one fails fast, before anything runs.
         let assets = Assets::locate(cluster).await;
@@ -574,7 +585,9 @@ impl TestEnv {
         // ServiceAccount admission plugin would reject every Pod.
         let disabled_admission = if cluster { "" } else { "ServiceAccount" };
         let apiserver_args = |[api_port]: [u16; 1]| {
-            vec![
+            let gates = (!feature_gates.is_empty())
+                .then(|| format!("--feature-gates={}", feature_gates.join(",")));
+            let mut args = vec![
                 format!("--etcd-servers={etcd_url}"),
                 format!("--secure-port={api_port}"),
                 "--bind-address=127.0.0.1".into(),
@@ -593,7 +606,9 @@ impl TestEnv {
                 flag("service-account-key-file", &d.join("sa.pub")),
                 flag("service-account-signing-key-file", &d.join("sa.key")),
                 format!("--disable-admission-plugins={disabled_admission}"),
-            ]
+            ];
+            args.extend(gates);
+            args
         };
         let [api_port] = env
             .spawn_listening("kube-apiserver", &apiserver, free_ports, apiserver_args)

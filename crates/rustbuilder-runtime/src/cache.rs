@@ -290,6 +290,52 @@ where
     }
 }
 
+impl<K> Cache<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    K::Scope: crate::manager::WatchScope,
+{
+    /// A cache of the objects of `api` (with `config`'s selectors) in the ranges `shard` holds,
+    /// placed by `key` (see [`crate::shard`]): its watch lists again, with the new ranges,
+    /// whenever they change, and its subscribers see the objects of ranges given up as deleted.
+    /// It uses the API server's shard selector when the server has it ([`ShardKey::Uid`] only),
+    /// and filters on the client otherwise. Not shared: keep the one returned.
+    ///
+    /// [`ShardKey::Uid`]: crate::shard::ShardKey::Uid
+    pub fn sharded(
+        manager: &Manager,
+        api: Api<K>,
+        config: watcher::Config,
+        shard: &crate::shard::Shard,
+        key: crate::shard::ShardKey,
+    ) -> Self {
+        let (store, writer) = reflector::store();
+        let shared = Arc::new(Shared {
+            store: store.clone(),
+            owners: RwLock::new(OwnerIndex::default()),
+            subscribers: Mutex::default(),
+            listed: AtomicBool::new(false),
+        });
+        let counted = Arc::downgrade(&shared);
+        let count = move || counted.upgrade().map(|shared| shared.store.len());
+        let kind = K::kind(&());
+        let series = manager.metrics().shard();
+        series.count_objects(shard.group(), &kind, key.label(), count);
+        let field_manager = manager.name().to_string();
+        let events = crate::shard::watch::events(api, config, shard.state(), key, store)
+            .modify(move |object| keep_own_apply_entry(object, &field_manager));
+        let filling = fill(events, writer, shared.clone(), manager.expect_cache());
+        let stop = manager.shutdown_signal();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = filling => {}
+                () = stop => {}
+            }
+        });
+        Cache { shared }
+    }
+}
+
 /// Of an object's managed fields, keeps only the entry of `field_manager`'s applies, and that one's
 /// `fieldsV1` as its JSON text: a tree of maps takes as much memory as the rest of a Deployment (about
 /// 11 KB each), its text a tenth of that. [`apply`](crate::apply) reads either.

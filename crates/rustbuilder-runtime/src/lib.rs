@@ -35,9 +35,10 @@
 //! manager creates), writes with [`apply`] (server-side apply that skips no-op writes), reports
 //! with [`conditions`] and [`events`], and uses the helpers of [`clock`] (requeue at a time, a clock
 //! tests move), [`children`] (deleting what is no longer wanted) and [`finalizer`]. [`webhook`]
-//! serves defaulting, validating and conversion webhooks. The `manifests` feature adds
-//! `manifests`, which writes the CRDs, the RBAC role and the webhook configurations that
-//! `make manifests` produces; the `testing` feature adds `testing`, helpers for a project's tests.
+//! serves defaulting, validating and conversion webhooks. [`shard`] shares one kind's objects among
+//! replicas: Lease membership, handover without overlap, and caches of a replica's own part. The
+//! `manifests` feature adds `manifests`, which writes the CRDs, the RBAC role and the webhook
+//! configurations that `make manifests` produces; the `testing` feature adds `testing`, helpers for a project's tests.
 
 #![warn(missing_docs)]
 
@@ -56,6 +57,7 @@ pub mod manifests;
 pub mod metrics;
 pub mod owned;
 pub mod rollout;
+pub mod shard;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod webhook;

@@ -25,6 +25,14 @@
 //! kube's client retries (e.g. after a 429) counts once, with its last answer; `code` is `<error>`
 //! when no answer came. A watch counts when its response starts, and its duration is the time to
 //! that point.
+//!
+//! ## Shards
+//!
+//! A member of a shard group ([`crate::shard`]) reports `shard_members{group}` (the live members it
+//! sees), `shard_active_share{group}` (the share of the hash space it works on, 0 to 1),
+//! `shard_handovers_total{group,direction}` (ranges `acquired` and `released`) and, per sharded cache,
+//! `shard_objects{group,kind,key}` (the objects it holds; `key` is `uid`, or `controller_owner` for a
+//! cache of owned objects).
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -32,11 +40,13 @@ use std::time::{Duration, Instant};
 
 mod client;
 mod queue;
+mod shard;
 
 pub use client::{ClientMetricsLayer, ClientMetricsService};
 use client::{ClientSeries, REQUEST_DURATION_BUCKETS};
 use queue::QueueSeries;
 pub(crate) use queue::{QueueKey, WorkQueue};
+pub(crate) use shard::ShardSeries;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -131,6 +141,7 @@ pub struct Metrics {
     webhook_latency: Family<WebhookLabels, Histogram, fn() -> Histogram>,
     queue: QueueFamilies,
     client: ClientSeries,
+    shard: ShardSeries,
 }
 
 impl Default for Metrics {
@@ -236,6 +247,7 @@ impl Metrics {
             "How long the API server takes to answer the manager's client, per method (verb) and host",
             client.duration.clone(),
         );
+        let shard = ShardSeries::register(&mut registry);
         registry.register_collector(Box::new(ProcessCollector));
         Metrics {
             registry: Arc::new(registry),
@@ -249,6 +261,7 @@ impl Metrics {
             webhook_latency,
             queue,
             client,
+            shard,
         }
     }
 
@@ -304,6 +317,11 @@ impl Metrics {
             time: self.reconcile_time.get_or_create(&labels).clone(),
             active: self.active_workers.get_or_create(&labels).clone(),
         }))
+    }
+
+    /// The `shard_*` series.
+    pub(crate) fn shard(&self) -> &ShardSeries {
+        &self.shard
     }
 
     /// Sets `leader_election_master_status{name=lease}`.

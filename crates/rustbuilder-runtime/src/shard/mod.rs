@@ -1,0 +1,101 @@
+//! Scale-out: the objects of one kind shared among the replicas of an operator, each replica
+//! reconciling its own part of them.
+//!
+//! The API server places every object at a point of a 64-bit hash space: the FNV-1a [`hash`] of
+//! its uid. The replicas of a *shard group* cut that space into one [`Range`] each
+//! ([`Range::part`]): with three replicas, the second works on the objects whose hash lies in the
+//! middle third. An object a controller creates (a Deployment of a Memcached) follows its controller
+//! owner ([`ShardKey::ControllerOwner`]), so owner and children live in one replica.
+//!
+//! ## Membership
+//!
+//! Each replica is a member ([`Membership::start`] gives its [`Shard`]) with a
+//! `coordination.k8s.io/v1` Lease of its own in the manager's namespace, named
+//! `<group>-shard-<identity>` and labelled [`GROUP_LABEL`]`=<group>`. It renews the Lease every retry
+//! period ([`Timing`](crate::manager::leader::Timing), the same as leader election's). The live
+//! members are those whose Lease changed within its duration, judged on the reader's own clock
+//! from when it saw the change, so clock skew between nodes does not matter. Sorted by identity, the
+//! live members give each one its part: member `i` of `n` works on `Range::part(i, n)`.
+//!
+//! ## Handover without overlap
+//!
+//! Parts move when members come and go. No hash is ever worked on by two members at once:
+//!
+//! - Each member *publishes* in its Lease ([`RANGES_ANNOTATION`]) every range it may have work on.
+//! - To start a range, a member first publishes it, then reads every Lease of the group again (a
+//!   consistent read). If another member whose Lease has not expired publishes part of it, it
+//!   withdraws its claim and tries again after a random pause; else it starts. The API server
+//!   orders the writes and reads of Leases, so of two members claiming one range at once at least
+//!   one sees the other's claim: both may back off, never both start.
+//! - To give a range up, a member stops admitting work on it ([`Shard::enter`] says `None`),
+//!   waits for the reconciles already admitted (their [`Permit`]s), and only then stops publishing
+//!   it.
+//! - A member that cannot renew its Lease within the renew deadline drops everything and stops
+//!   ([`Shard::lost`]), before its Lease expires; the others take its ranges only once the Lease has
+//!   expired (and delete the Lease). A member that stops cleanly ([`Shard::stop`]) gives its ranges up
+//!   and deletes its Lease, so the others take over at once.
+//!
+//! ## Watching a shard
+//!
+//! [`Cache::sharded`](crate::cache::Cache::sharded) keeps the objects of the ranges a member holds
+//! and lists again when they change. When the API server has the `ShardedListAndWatch` feature
+//! (Kubernetes 1.36, alpha), the cache's lists and watches carry a `shardSelector`
+//! ([`Ranges::selector`], sent by [`selecting_client`]) and the server sends only the member's
+//! objects; otherwise it sends all of them and the cache drops the others by the same hash. The log
+//! says which ([`detect`], [`Filtering`]).
+//!
+//! ## In a manager
+//!
+//! A controller of a sharded kind reads a [`Cache::sharded`](crate::cache::Cache::sharded) of its
+//! kind ([`ShardKey::Uid`]) and of each owned kind ([`ShardKey::ControllerOwner`]), and each
+//! reconcile first passes [`Shard::enter`] with the object's uid, holding the permit until it
+//! returns; an object outside the active ranges is skipped (its member reconciles it). The process
+//! exits when [`Shard::lost`] resolves, as it does when leader election is lost, and calls
+//! [`Shard::stop`] once its controllers have stopped.
+//!
+//! Uids the API server makes are random; made-up ones that differ only in their last characters
+//! (`uid-1`, `uid-2`) hash close together, into one range.
+//!
+//! ## Example
+//!
+//! ```no_run
+//! # use std::sync::Arc;
+//! # use k8s_openapi::api::core::v1::ConfigMap;
+//! # use kube::ResourceExt;
+//! use rustbuilder_runtime::cache::Cache;
+//! use rustbuilder_runtime::shard::{Membership, ShardKey};
+//!
+//! # async fn run(manager: rustbuilder_runtime::Manager) {
+//! let shard = Membership::new(manager.client(), "my-operator-system", "my-operator")
+//!     .metrics(manager.metrics())
+//!     .start();
+//! let configmaps = Cache::<ConfigMap>::sharded(
+//!     &manager,
+//!     manager.api(),
+//!     Default::default(),
+//!     &shard,
+//!     ShardKey::Uid,
+//! );
+//! configmaps.synced().await;
+//! for object in configmaps.list() {
+//!     // Reconcile only while the range is this member's, and hold the permit meanwhile.
+//!     let Some(_permit) = shard.enter(&object.uid().unwrap_or_default()) else {
+//!         continue;
+//!     };
+//!     println!("reconciling {}", object.name_any());
+//! }
+//! shard.stop().await;
+//! # }
+//! ```
+
+mod client;
+mod member;
+mod range;
+pub(crate) mod watch;
+
+pub use client::{Filtering, detect, selecting_client};
+pub use member::{
+    GROUP_LABEL, Membership, Permit, RANGES_ANNOTATION, Shard, ShardState, Transition,
+};
+pub use range::{InvalidRanges, Range, Ranges, hash};
+pub use watch::ShardKey;
