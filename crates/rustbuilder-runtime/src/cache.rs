@@ -322,7 +322,8 @@ where
         let series = manager.metrics().shard();
         series.count_objects(shard.group(), &kind, key.label(), count);
         let field_manager = manager.name().to_string();
-        let events = crate::shard::watch::events(api, config, shard.state(), key, store)
+        let namespace = shard.namespace().to_string();
+        let events = crate::shard::watch::events(api, config, shard.state(), key, store, namespace)
             .modify(move |object| keep_own_apply_entry(object, &field_manager));
         let filling = fill(events, writer, shared.clone(), manager.expect_cache());
         let stop = manager.shutdown_signal();
@@ -506,6 +507,8 @@ struct CacheKey {
     url: String,
     labels: Option<String>,
     fields: Option<String>,
+    /// How the cache is sharded ([`crate::shard::ShardKey::label`]), if it is.
+    shard: Option<&'static str>,
 }
 
 impl Caches {
@@ -525,6 +528,7 @@ impl Caches {
             url: api.resource_url().to_string(),
             labels: config.label_selector.clone(),
             fields: config.field_selector.clone(),
+            shard: None,
         };
         // Inserting into a map cannot leave it inconsistent: a poisoned lock is still usable.
         let mut started = self.started.lock().unwrap_or_else(|e| e.into_inner());
@@ -536,6 +540,39 @@ impl Caches {
         }
         let cache = Cache::start(manager, api, config);
         started.insert(key, Box::new(cache.clone()));
+        cache
+    }
+
+    /// The cache of `api` with `config` holding the objects of `shard`'s ranges (placed by `key`):
+    /// the one started before for the same kind, scope, selectors and key, else a new one.
+    pub(crate) fn get_or_start_sharded<K>(
+        &self,
+        manager: &Manager,
+        api: Api<K>,
+        config: watcher::Config,
+        shard: &crate::shard::Shard,
+        key: crate::shard::ShardKey,
+    ) -> Cache<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+        K::Scope: crate::manager::WatchScope,
+    {
+        let cache_key = CacheKey {
+            kind: TypeId::of::<K>(),
+            url: api.resource_url().to_string(),
+            labels: config.label_selector.clone(),
+            fields: config.field_selector.clone(),
+            shard: Some(key.label()),
+        };
+        let mut started = self.started.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(cache) = started
+            .get(&cache_key)
+            .and_then(|cache| cache.downcast_ref::<Cache<K>>())
+        {
+            return cache.clone();
+        }
+        let cache = Cache::sharded(manager, api, config, shard, key);
+        started.insert(cache_key, Box::new(cache.clone()));
         cache
     }
 }

@@ -40,6 +40,7 @@ use serde::de::DeserializeOwned;
 
 use crate::cache::Cache;
 use crate::manager::{Manager, WatchScope};
+use crate::shard::ShardKey;
 
 /// The label that marks the objects a manager creates; its value is the manager's name.
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
@@ -99,7 +100,8 @@ where
     pub(crate) fn start(manager: &Manager) -> Self {
         let config = watcher::Config::default().labels(&ours(manager));
         Owned {
-            objects: manager.cache_with(manager.api::<K>(), config),
+            // With `--sharding`, only the children of this replica's objects.
+            objects: manager.cache_of_shard(manager.api::<K>(), config, ShardKey::ControllerOwner),
             others: None,
             manager: manager.clone(),
         }

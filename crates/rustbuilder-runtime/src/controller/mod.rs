@@ -42,8 +42,9 @@ use tracing::{debug, info, warn};
 use crate::backoff::ErrorBackoff;
 use crate::cache::Cache;
 use crate::events::EventType;
-use crate::manager::Manager;
+use crate::manager::{Manager, WatchScope};
 use crate::metrics::{QueueKey, WorkQueue};
+use crate::shard::ShardKey;
 use priority::Trigger;
 
 /// How often readiness looks whether a controller's cache has synced.
@@ -220,6 +221,7 @@ where
         E: std::error::Error + Send + Sync + 'static,
         F: Fn(Arc<K>, Arc<C>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        K::Scope: WatchScope,
     {
         let Builder {
             manager,
@@ -236,7 +238,8 @@ where
         let config = controller::Config::default().concurrency(concurrency);
         // The watched objects come from the manager's shared cache of them, which webhooks and other
         // controllers may read too. It fills while this replica waits to lead.
-        let cache = manager.cache_with(api, watcher_config);
+        // With `--sharding`, the objects of this replica's part only.
+        let cache = manager.cache_of_shard(api, watcher_config, ShardKey::Uid);
         if !manager.leading().await {
             return;
         }
@@ -271,10 +274,23 @@ where
         let events = failure_events.then(|| Arc::new(manager.events()));
         let working = queue.clone();
         let done = admitted.clone();
+        let shard = manager.shard().cloned();
         let checked = move |object: Arc<K>, ctx: Arc<C>| {
             let (reconcile, reset, events) = (reconcile.clone(), reset.clone(), events.clone());
-            let (queue, done) = (working.clone(), done.clone());
+            let (queue, done, shard) = (working.clone(), done.clone(), shard.clone());
             async move {
+                // Sharded: only while this replica holds the object, holding it until done (a
+                // range given up waits for this reconcile before another replica may start it).
+                let _permit = match &shard {
+                    Some(shard) => match shard.enter(object.meta().uid.as_deref().unwrap_or("")) {
+                        Some(permit) => Some(permit),
+                        None => {
+                            done.done(&ObjectRef::from_obj(&*object));
+                            return Ok(Action::await_change());
+                        }
+                    },
+                    None => None,
+                };
                 let queued = queue_key(&*object);
                 let work = queue.start(queued);
                 let key = object_key(&*object);

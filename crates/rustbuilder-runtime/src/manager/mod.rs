@@ -32,6 +32,7 @@ use crate::controller::Builder;
 use crate::events::Events;
 use crate::metrics::Metrics;
 use crate::owned::Owned;
+use crate::shard::{Membership, Shard, ShardKey};
 use crate::webhook::{self, Webhooks};
 
 pub(crate) mod auth;
@@ -81,6 +82,11 @@ pub enum Error {
     #[error("leader election lost")]
     LeadershipLost,
 
+    /// With `--sharding`, this replica's shard Lease could not be renewed in time: the others may
+    /// already be taking its objects over.
+    #[error("shard membership lost")]
+    ShardLost,
+
     /// A second SIGTERM or Ctrl-C came while shutting down: the reconciles in flight were dropped.
     #[error("interrupted by a second signal")]
     Interrupted,
@@ -129,8 +135,15 @@ pub struct ManagerArgs {
           require_equals = true, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub leader_elect: bool,
 
-    /// Namespace of the leader-election Lease [default: the pod's namespace, else $POD_NAMESPACE,
-    /// else `default`].
+    /// Share the objects of each controller among every replica run with this flag, instead of one
+    /// leader doing all the work: each replica reconciles the objects whose uid hashes into its
+    /// part, kept in a Lease of its own (see `rustbuilder_runtime::shard`). Replaces --leader-elect.
+    #[arg(long, env = "SHARDING", default_value_t = false, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub sharding: bool,
+
+    /// Namespace of the leader-election Lease, and of the shard Leases with --sharding [default: the
+    /// pod's namespace, else $POD_NAMESPACE, else `default`].
     #[arg(long, env = "LEADER_ELECTION_NAMESPACE")]
     pub leader_election_namespace: Option<String>,
 
@@ -208,6 +221,8 @@ struct Inner {
     lease_timing: Timing,
     /// Whether this replica may reconcile: at once without leader election, else while it leads.
     leading: watch::Sender<bool>,
+    /// This replica's part of the objects, with `--sharding`.
+    shard: Option<Shard>,
     /// Set by a second SIGTERM or Ctrl-C: stop now, without waiting for reconciles.
     interrupted: watch::Sender<bool>,
     webhooks: Webhooks,
@@ -304,6 +319,7 @@ impl Manager {
                 readiness: Mutex::new(Readiness::default()),
                 leading: watch::channel(leader_election.is_none()).0,
                 leader_election,
+                shard: None,
                 lease_timing: Timing::default(),
                 interrupted: watch::channel(false).0,
                 webhook_server: None,
@@ -395,6 +411,33 @@ impl Manager {
         self.inner.caches.get_or_start(self, api, config)
     }
 
+    /// [`Manager::cache_with`], holding only this replica's part of the objects (placed by `key`)
+    /// when it runs with `--sharding`.
+    pub(crate) fn cache_of_shard<K>(
+        &self,
+        api: Api<K>,
+        config: watcher::Config,
+        key: ShardKey,
+    ) -> Cache<K>
+    where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + fmt::Debug
+            + DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+        K::Scope: WatchScope,
+    {
+        match self.shard() {
+            Some(shard) => self
+                .inner
+                .caches
+                .get_or_start_sharded(self, api, config, shard, key),
+            None => self.cache_with(api, config),
+        }
+    }
+
     /// The cache of the objects of `K` labelled `app.kubernetes.io/managed-by=<name>`, the ones this
     /// manager creates (see [`Owned`]): shared like [`Manager::cache_with`]. Must be called within a
     /// Tokio runtime.
@@ -458,6 +501,12 @@ impl Manager {
         Controllers {
             manager: self.clone(),
         }
+    }
+
+    /// This replica's part of the objects when it runs with `--sharding`: controllers reconcile only
+    /// the objects whose uid it holds, and [`Manager::owned`] caches only their children.
+    pub fn shard(&self) -> Option<&Shard> {
+        self.inner.shard.as_ref()
     }
 
     /// Waits until this replica may reconcile: at once without leader election, else until it holds
@@ -624,14 +673,19 @@ impl ManagerBuilder {
         let server = client.apiserver_version().await?;
         info!(version = %server.git_version, "connected to the API server");
 
+        if args.sharding && args.leader_elect {
+            return Err(Error::Config(
+                "--sharding and --leader-elect: choose one (sharding needs no leader)".into(),
+            ));
+        }
         let leader_election_id = self.leader_election_id.unwrap_or_else(|| self.name.clone());
-        let leader_election = args.leader_elect.then(|| {
-            let namespace = args
-                .leader_election_namespace
-                .clone()
-                .unwrap_or_else(pod_namespace);
-            (namespace, leader_election_id)
-        });
+        let lease_namespace = args
+            .leader_election_namespace
+            .clone()
+            .unwrap_or_else(pod_namespace);
+        let leader_election = args
+            .leader_elect
+            .then(|| (lease_namespace.clone(), leader_election_id.clone()));
         let watch_namespace = watch_namespace(args.watch_namespace.as_deref())?;
         if let Some(namespace) = &watch_namespace {
             info!(namespace, "watching one namespace");
@@ -647,6 +701,21 @@ impl ManagerBuilder {
         let inner = Arc::get_mut(&mut manager.inner).expect("not shared yet");
         inner.webhook_server = Some(webhook_server(&args));
         inner.lease_timing = self.lease_timing;
+        if args.sharding {
+            // The group is the leader-election id: the same for every replica of this operator.
+            let shard =
+                Membership::new(inner.client.clone(), &lease_namespace, &leader_election_id)
+                    .identity(&inner.identity)
+                    .timing(self.lease_timing)
+                    .metrics(&inner.metrics)
+                    .start();
+            info!(
+                group = leader_election_id,
+                identity = inner.identity,
+                "sharding: joined the group"
+            );
+            inner.shard = Some(shard);
+        }
         tokio::spawn(shutdown_on_signal(manager.clone()));
         http::serve_probes(&args.health_probe_bind_address, manager.clone()).await?;
         let tls = if args.metrics_secure && !args.metrics_bind_address.is_off() {
@@ -793,8 +862,8 @@ impl Controllers {
             manager.inner.leading.send_replace(leadership.is_some());
         }
 
-        let stopped = match &mut leadership {
-            Some(leadership) => tokio::select! {
+        let stopped = match (&mut leadership, manager.shard()) {
+            (Some(leadership), _) => tokio::select! {
                 stopped = &mut running => stopped,
                 () = leadership.lost() => {
                     // Exit at once: another replica may already be leading.
@@ -802,8 +871,23 @@ impl Controllers {
                     return Err(Error::LeadershipLost);
                 }
             },
-            None => running.await,
+            (None, Some(shard)) => tokio::select! {
+                stopped = &mut running => stopped,
+                () = shard.lost() => {
+                    // Exit at once: the others take this replica's objects once its Lease expires.
+                    error!("shard membership lost: exiting");
+                    return Err(Error::ShardLost);
+                }
+            },
+            (None, None) => running.await,
         };
+        // The controllers have stopped: hand this replica's part over at once.
+        if let Some(shard) = manager.shard() {
+            let lease = manager.inner.lease_timing.lease_duration;
+            if tokio::time::timeout(lease, shard.stop()).await.is_err() {
+                warn!("the shard Lease was not released within {lease:?}; it will expire");
+            }
+        }
         // The controllers have stopped: hand the lease over without waiting for it to expire.
         if let Some(leadership) = leadership {
             leadership.release().await;

@@ -36,7 +36,25 @@ impl fmt::Display for Filtering {
 /// Whether the API server applies a `shardSelector` to the lists of `api`: one list of at most
 /// one object with a selector, whose answer carries `metadata.shardInfo` if it was applied. Logs
 /// which [`Filtering`] the caches of `api`'s kind will use.
+///
+/// The API server filters the lists and watches of custom resources too, but their lists do not
+/// echo `shardInfo` (Kubernetes 1.36): for a custom resource, ask of a built-in kind the manager
+/// may list, as [`Cache::sharded`](crate::cache::Cache::sharded) does with the group's Leases.
 pub async fn detect<K>(api: &Api<K>) -> kube::Result<Filtering>
+where
+    K: Resource<DynamicType = ()> + Clone,
+{
+    let filtering = if applies_selector(api).await? {
+        Filtering::Server
+    } else {
+        Filtering::Client
+    };
+    info!(kind = %K::kind(&()), "sharded watches: {filtering}");
+    Ok(filtering)
+}
+
+/// Whether a list of `api` with a `shardSelector` comes back with `metadata.shardInfo`.
+pub(crate) async fn applies_selector<K>(api: &Api<K>) -> kube::Result<bool>
 where
     K: Resource<DynamicType = ()> + Clone,
 {
@@ -52,14 +70,7 @@ where
         .map_err(kube::Error::HttpError)?;
     let client = api.clone().into_client();
     let list: serde_json::Value = client.request(request).await?;
-    let applied = list.pointer("/metadata/shardInfo").is_some();
-    let filtering = if applied {
-        Filtering::Server
-    } else {
-        Filtering::Client
-    };
-    info!(kind = %K::kind(&()), "sharded watches: {filtering}");
-    Ok(filtering)
+    Ok(list.pointer("/metadata/shardInfo").is_some())
 }
 
 /// A client that sends every request through `client`, adding `shardSelector=<selector>` to

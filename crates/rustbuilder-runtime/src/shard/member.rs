@@ -143,6 +143,7 @@ impl Membership {
         let inner = Arc::new(Inner {
             identity: self.identity.clone(),
             group: self.group.clone(),
+            namespace: self.namespace.clone(),
             gate: Mutex::new(Gate::default()),
             drained: Notify::new(),
             state,
@@ -204,6 +205,7 @@ pub struct Shard {
 struct Inner {
     identity: String,
     group: String,
+    namespace: String,
     gate: Mutex<Gate>,
     /// Woken when the last permit in flight on a hash is dropped.
     drained: Notify,
@@ -252,6 +254,11 @@ impl Shard {
     /// The group's name.
     pub fn group(&self) -> &str {
         &self.inner.group
+    }
+
+    /// The namespace of the group's Leases.
+    pub fn namespace(&self) -> &str {
+        &self.inner.namespace
     }
 
     /// What this member works on now, and each change from now on: a cache of the shard restarts

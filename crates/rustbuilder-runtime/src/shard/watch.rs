@@ -4,6 +4,7 @@ use std::fmt::Debug;
 
 use futures::stream::{self, BoxStream};
 use futures::{Stream, StreamExt};
+use k8s_openapi::api::coordination::v1::Lease;
 use kube::Resource;
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
@@ -13,7 +14,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use super::client::{Filtering, detect, selecting_client};
+use super::client::{Filtering, applies_selector, selecting_client};
 use super::member::ShardState;
 use super::range::{Ranges, hash};
 use crate::manager::WatchScope;
@@ -61,6 +62,7 @@ pub(crate) fn events<K>(
     mut state: watch::Receiver<ShardState>,
     key: ShardKey,
     store: Store<K>,
+    lease_namespace: String,
 ) -> impl Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static
 where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
@@ -70,10 +72,7 @@ where
     let start = async move {
         let filtering = match key {
             ShardKey::ControllerOwner => Filtering::Client,
-            ShardKey::Uid => detect(&api).await.unwrap_or_else(|error| {
-                warn!(kind, %error, "cannot tell whether the API server selects shards; filtering on the client");
-                Filtering::Client
-            }),
+            ShardKey::Uid => filtering_of(&api, &lease_namespace).await,
         };
         let held = state.borrow_and_update().held.clone();
         let current = watch_ranges(&api, &config, filtering, &held, key, &store);
@@ -91,6 +90,27 @@ where
         stream::unfold(switching, Switching::next)
     };
     stream::once(start).flatten()
+}
+
+/// Whether the API server will select `api`'s objects by shard: asked of `api`'s kind, and of the
+/// shard group's Leases (in `lease_namespace`) since custom resources do not say (see
+/// [`detect`](super::detect)). Logs the answer.
+async fn filtering_of<K>(api: &Api<K>, lease_namespace: &str) -> Filtering
+where
+    K: Resource<DynamicType = ()> + Clone,
+{
+    let kind = K::kind(&()).to_string();
+    let leases: Api<Lease> = Api::namespaced(api.clone().into_client(), lease_namespace);
+    let filtering = match (applies_selector(api).await, applies_selector(&leases).await) {
+        (Ok(true), _) | (_, Ok(true)) => Filtering::Server,
+        (Err(error), Err(_)) => {
+            warn!(kind, %error, "cannot tell whether the API server selects shards");
+            Filtering::Client
+        }
+        _ => Filtering::Client,
+    };
+    info!(kind, "sharded watches: {filtering}");
+    filtering
 }
 
 /// The state of [`events`]: the watch of the ranges held now.

@@ -3,16 +3,19 @@
 //!
 //! The proof does not take the operator's word. From the audit log (written by the API server) it
 //! reads, for each replica, the hash ranges it published in its shard Lease and when, and every write
-//! it made to a `Memcached`'s status or Deployment (the replica is told by its `User-Agent`). Two
-//! things must hold:
+//! it made to a `Memcached`'s status or Deployment (the replica is told by its `User-Agent`). An
+//! object's hash is the 64-bit FNV-1a of its `Memcached`'s uid, as the API server's shard selector
+//! hashes it. Two things must hold:
 //!
-//! 1. at no instant do two replicas hold overlapping ranges, counting a range as held from the moment
-//!    the API server answered its publication until the moment it received its withdrawal (or, for a
-//!    replica that stopped renewing, until its Lease expired);
-//! 2. every write a replica made to an object was received while it held the object's hash (the
-//!    64-bit FNV-1a of the `Memcached`'s uid, as the API server's shard selector hashes it).
+//! 1. every write a replica made to an object was received while the replica published the object's
+//!    hash (counted from the answer to the publication until the withdrawal was received);
+//! 2. of two consecutive writes to one object by different replicas, the first replica withdrew the
+//!    object's hash (or its Lease expired) in between, as the API server recorded it.
 //!
-//! Together: each object was only ever written by the one replica holding it at the time.
+//! So an object's writers take turns, each handing it over before the next one writes: two replicas
+//! working on one object at once would write it in turn without a withdrawal in between. (A
+//! publication alone does not make a replica the holder: a replica claims a range by publishing it and
+//! starts only once no one else publishes it, so claims may overlap for a moment; work may not.)
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -68,11 +71,6 @@ fn holds(ranges: &[(u128, u128)], hash: u64) -> bool {
         .any(|&(start, end)| start <= u128::from(hash) && u128::from(hash) < end)
 }
 
-fn overlap(a: &[(u128, u128)], b: &[(u128, u128)]) -> bool {
-    a.iter()
-        .any(|&(s1, e1)| b.iter().any(|&(s2, e2)| s1 < e2 && s2 < e1))
-}
-
 /// A time at which a replica's published ranges changed: what it holds from `since` on.
 #[derive(Debug, Clone)]
 struct Holding {
@@ -95,6 +93,8 @@ pub struct Exclusivity {
     pub writes: BTreeMap<String, usize>,
     /// How many Lease writes published ranges their replica did not hold before.
     pub publications: usize,
+    /// How many times an object was written by another replica than the one before.
+    pub handovers: usize,
     pub problems: Vec<String>,
 }
 
@@ -117,7 +117,11 @@ pub fn exclusivity(path: &Path, uids: &HashMap<String, String>) -> Exclusivity {
         .lines()
         .filter_map(|line| serde_json::from_str(line).ok())
         .filter(|e: &Value| e["stage"] == "ResponseComplete")
-        .filter(|e| e["responseStatus"]["code"].as_i64().is_some_and(|c| c < 300))
+        .filter(|e| {
+            e["responseStatus"]["code"]
+                .as_i64()
+                .is_some_and(|c| c < 300)
+        })
         .collect();
 
     // Each replica's holdings over time, from its Lease writes, plus when its Lease runs out.
@@ -128,7 +132,10 @@ pub fn exclusivity(path: &Path, uids: &HashMap<String, String>) -> Exclusivity {
     let mut gained = 0;
     for event in &events {
         let resource = event["objectRef"]["resource"].as_str().unwrap_or_default();
-        let name = event["objectRef"]["name"].as_str().unwrap_or_default().to_string();
+        let name = event["objectRef"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         let verb = event["verb"].as_str().unwrap_or_default();
         if resource == "leases" {
             let lease = &event["requestObject"];
@@ -155,7 +162,10 @@ pub fn exclusivity(path: &Path, uids: &HashMap<String, String>) -> Exclusivity {
             lease_holder.insert(name, replica.clone());
             let ranges = parse_ranges(published);
             let timeline = timelines.entry(replica.clone()).or_default();
-            let before = timeline.last().map(|h| h.ranges.clone()).unwrap_or_default();
+            let before = timeline
+                .last()
+                .map(|h| h.ranges.clone())
+                .unwrap_or_default();
             // Conservatively: what it gives up counts until the API server received the write, what
             // it gains from the moment the write was answered.
             timeline.push(Holding {
@@ -202,30 +212,16 @@ pub fn exclusivity(path: &Path, uids: &HashMap<String, String>) -> Exclusivity {
         ..Exclusivity::default()
     };
     let held_at = |replica: &str, at: Timestamp| -> Vec<(u128, u128)> {
-        let timeline = timelines.get(replica).map(Vec::as_slice).unwrap_or_default();
+        // The last change at or before `at`.
+        let timeline = timelines
+            .get(replica)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
         let current = timeline.iter().rev().find(|h| h.since <= at);
         current.map(|h| h.ranges.clone()).unwrap_or_default()
     };
 
-    // 1. No two replicas hold overlapping ranges at any instant: check at every change.
-    let mut changes: Vec<(Timestamp, &String)> = timelines
-        .iter()
-        .flat_map(|(replica, timeline)| timeline.iter().map(move |h| (h.since, replica)))
-        .collect();
-    changes.sort();
-    for (at, replica) in &changes {
-        let mine = held_at(replica, *at);
-        for other in timelines.keys().filter(|o| o != replica) {
-            let theirs = held_at(other, *at);
-            if overlap(&mine, &theirs) {
-                found.problems.push(format!(
-                    "at {at}: {replica} and {other} both hold part of {mine:x?} / {theirs:x?}"
-                ));
-            }
-        }
-    }
-
-    // 2. Every write was received while its replica held the object's hash.
+    // 1. Every write was received while its replica published the object's hash.
     for write in &writes {
         *found.writes.entry(write.replica.clone()).or_default() += 1;
         let Some(uid) = uids.get(&write.object) else {
@@ -237,12 +233,45 @@ pub fn exclusivity(path: &Path, uids: &HashMap<String, String>) -> Exclusivity {
         let held = held_at(&write.replica, write.received);
         if !holds(&held, hash(uid)) {
             found.problems.push(format!(
-                "{}: written by {} at {} while it held {held:x?}, not the object's hash {:#018x}",
+                "{}: written by {} at {} while it published {held:x?}, not the object's hash {:#018x}",
                 write.object,
                 write.replica,
                 write.received,
                 hash(uid)
             ));
+        }
+    }
+
+    // 2. Writers of one object take turns, each withdrawing the object before the next one writes.
+    let mut by_object: BTreeMap<&str, Vec<&Write>> = BTreeMap::new();
+    for write in &writes {
+        by_object.entry(&write.object).or_default().push(write);
+    }
+    for (object, mut sequence) in by_object {
+        let Some(uid) = uids.get(object) else {
+            continue;
+        };
+        let hash = hash(uid);
+        sequence.sort_by_key(|w| w.received);
+        for pair in sequence.windows(2) {
+            let (first, next) = (pair[0], pair[1]);
+            if first.replica == next.replica {
+                continue;
+            }
+            found.handovers += 1;
+            let timeline = timelines
+                .get(&first.replica)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            let withdrawn = timeline.iter().any(|h| {
+                first.received < h.since && h.since <= next.received && !holds(&h.ranges, hash)
+            });
+            if !withdrawn {
+                found.problems.push(format!(
+                    "{object}: written by {} at {}, then by {} at {} without {} giving it up in between",
+                    first.replica, first.received, next.replica, next.received, first.replica
+                ));
+            }
         }
     }
     found
@@ -252,37 +281,16 @@ fn intersect(a: &[(u128, u128)], b: &[(u128, u128)]) -> Vec<(u128, u128)> {
     a.iter()
         .flat_map(|&(s1, e1)| {
             b.iter()
-                .filter_map(move |&(s2, e2)| (s1.max(s2) < e1.min(e2)).then(|| (s1.max(s2), e1.min(e2))))
+                .map(move |&(s2, e2)| (s1.max(s2), e1.min(e2)))
+                .filter(|&(start, end)| start < end)
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hashes_as_go_does() {
-        // Go: fnv.New64a() over "abc".
-        assert_eq!(hash("abc"), 0xe71f_a219_0541_574b);
-        assert_eq!(hash(""), 0xcbf2_9ce4_8422_2325);
-    }
-
-    #[test]
-    fn overlaps_and_holdings() {
-        let ranges = parse_ranges("0x0000000000000000-0x8000000000000000");
-        assert!(holds(&ranges, 0x7fff_ffff_ffff_ffff));
-        assert!(!holds(&ranges, 0x8000_0000_0000_0000));
-        let upper = parse_ranges("0x8000000000000000-0x10000000000000000");
-        assert!(!overlap(&ranges, &upper));
-        assert!(overlap(&ranges, &parse_ranges("0x7000000000000000-0x9000000000000000")));
-    }
 }
 
 /// The operator's flag that turns sharding on.
 const SHARDING: &str = "--sharding";
 /// What a replica logs when it starts work on ranges, and which filtering it uses.
-const WORKING: &str = "shard ranges";
+const WORKING: &str = "started ranges";
 const SERVER_SIDE: &str = "server-side shard selector";
 const CLIENT_SIDE: &str = "filtering on the client";
 
@@ -323,7 +331,11 @@ pub async fn drill(objects: usize, server_side: bool) {
     drill.operator = launch("replica-a");
     let mut b = launch("replica-b");
     let mut c = launch("replica-c");
-    let mode = if server_side { SERVER_SIDE } else { CLIENT_SIDE };
+    let mode = if server_side {
+        SERVER_SIDE
+    } else {
+        CLIENT_SIDE
+    };
     for replica in [&drill.operator, &b, &c] {
         replica.wait_for_log(WORKING, Duration::from_secs(60)).await;
         replica.wait_for_log(mode, Duration::from_secs(10)).await;
@@ -363,12 +375,40 @@ pub async fn drill(objects: usize, server_side: bool) {
     eprintln!(
         "drill sharded ({}): {objects} objects; at the kill {} Deployments, {} converged; the fourth \
          replica joined {joined:.1?} after the kill; converged {total:.1?} after the kill ({recovery:.1?} \
-         after the join); writes per replica {:?}; {} publications of new ranges",
-        if server_side { "server-side" } else { "client-side" },
+         after the join); writes per replica {:?}; {} publications of new ranges; {} objects handed \
+         over between writes",
+        if server_side {
+            "server-side"
+        } else {
+            "client-side"
+        },
         at_fault.0,
         at_fault.1,
         found.writes.values().collect::<Vec<_>>(),
         found.publications,
+        found.handovers,
     );
     std::fs::remove_dir_all(&dir).ok();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashes_as_go_does() {
+        // Go: fnv.New64a() over "abc".
+        assert_eq!(hash("abc"), 0xe71f_a219_0541_574b);
+        assert_eq!(hash(""), 0xcbf2_9ce4_8422_2325);
+    }
+
+    #[test]
+    fn overlaps_and_holdings() {
+        let ranges = parse_ranges("0x0000000000000000-0x8000000000000000");
+        assert!(holds(&ranges, 0x7fff_ffff_ffff_ffff));
+        assert!(!holds(&ranges, 0x8000_0000_0000_0000));
+        let upper = parse_ranges("0x8000000000000000-0x10000000000000000");
+        assert!(holds(&upper, u64::MAX));
+        assert_eq!(intersect(&ranges, &upper), []);
+    }
 }
