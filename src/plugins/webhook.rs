@@ -1121,7 +1121,10 @@ fn plan_conversion(
     let mut test_context = context.clone();
     test_context.insert("spokes", &spokes);
     plan.add_set("conversion-test", &test_context)?;
-    plan.add_set("webhook-tests", context)?;
+    // The admission webhooks of the same command (or of the kind, on disk) may have it already.
+    if plan.contents(WEBHOOK_TESTS)?.is_none() {
+        plan.add_set("webhook-tests", context)?;
+    }
     plan.insert(Insertion {
         path: WEBHOOK_TESTS,
         marker: "modules",

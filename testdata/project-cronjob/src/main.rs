@@ -11,6 +11,7 @@
 use clap::Parser;
 use rustbuilder_runtime::manager::{self, Manager, ManagerArgs};
 
+use project_cronjob::api;
 use project_cronjob::controller;
 use project_cronjob::webhook;
 // +rustbuilder:scaffold:imports
@@ -41,6 +42,9 @@ async fn main() -> Result<(), manager::Error> {
     manager
         .webhooks()
         .validator(webhook::v1::cron_job::CronJobWebhook);
+    manager
+        .webhooks()
+        .conversion::<api::v2::CronJob, api::v1::CronJob>();
     // +rustbuilder:scaffold:webhooks
     let controllers = manager.controllers();
     controllers.add(controller::cron_job::run(manager.clone()));

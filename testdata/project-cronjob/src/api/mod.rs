@@ -4,4 +4,5 @@
 //! The project's Kubernetes APIs, one module per version.
 
 pub mod v1;
+pub mod v2;
 // +rustbuilder:scaffold:versions

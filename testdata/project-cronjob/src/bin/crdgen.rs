@@ -17,8 +17,12 @@ use rustbuilder_runtime::manifests::Crds;
 fn main() -> ExitCode {
     let crds = Crds::new(vec![
         api::v1::CronJob::crd(),
+        api::v2::CronJob::crd(),
         // +rustbuilder:scaffold:crds
     ]);
+    // CronJob has several versions, stored in etcd at one of them (the hub of their conversion).
+    let crds = crds.storage_version::<api::v1::CronJob>();
+    let crds = crds.conversion_webhook::<api::v1::CronJob>();
     // +rustbuilder:scaffold:crdoptions
     crds.main()
 }

@@ -10,6 +10,7 @@
 //! plumbing is rustbuilder-envtest's `e2e` module. `make test-e2e` runs them after `make manifests`;
 //! `create api` adds one module per kind at the marker below.
 
+mod cron_job_conversion;
 mod cron_job_v1_webhook;
 // +rustbuilder:scaffold:e2e
 

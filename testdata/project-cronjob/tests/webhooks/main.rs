@@ -8,5 +8,6 @@
 //! compile and link once however many webhooks the project has: `create webhook` adds each module at
 //! the marker below.
 
+mod cron_job_conversion;
 mod cron_job_v1;
 // +rustbuilder:scaffold:modules

@@ -1,0 +1,119 @@
+// Copyright The project-cronjob Authors
+// SPDX-License-Identifier: Apache-2.0
+
+//! The `CronJob` API, version v2 (batch.tutorial.kubebuilder.io/v2): the schedule as named fields
+//! instead of one cron string. Everything else is v1's, copied: each version owns its types, so that
+//! v1 can change without changing what v2 promises. `cron_job_conversion.rs` converts to and from v1.
+
+use k8s_openapi::api::batch::v1::JobTemplateSpec;
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// What a CronJob asks for: when to run, what to run, and how runs may overlap.
+#[derive(CustomResource, KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[kube(
+    group = "batch.tutorial.kubebuilder.io",
+    version = "v2",
+    kind = "CronJob",
+    plural = "cronjobs",
+    namespaced,
+    status = "CronJobStatus",
+    doc = "A CronJob runs a Job on a cron schedule."
+)]
+#[serde(rename_all = "camelCase")]
+pub struct CronJobSpec {
+    /// When to run: one cron field per unit of time.
+    pub schedule: CronSchedule,
+
+    /// How many seconds after its scheduled time a run may still start. A run missed by more (the
+    /// controller was down, the CronJob was suspended) is skipped. No value: no deadline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub starting_deadline_seconds: Option<i64>,
+
+    /// What to do when a run is due while the previous one still runs.
+    #[serde(default)]
+    pub concurrency_policy: ConcurrencyPolicy,
+
+    /// When true, no new run starts; runs already started go on. Defaults to false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend: Option<bool>,
+
+    /// The Job each run creates.
+    pub job_template: JobTemplateSpec,
+
+    /// How many finished successful Jobs to keep; older ones are deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub successful_jobs_history_limit: Option<i32>,
+
+    /// How many finished failed Jobs to keep; older ones are deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub failed_jobs_history_limit: Option<i32>,
+}
+
+/// A cron schedule, field by field. A field left out means every value (`*`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CronSchedule {
+    /// The minutes of the hour, 0-59 (e.g. `*/5`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minute: Option<CronField>,
+
+    /// The hours of the day, 0-23.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hour: Option<CronField>,
+
+    /// The days of the month, 1-31.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub day_of_month: Option<CronField>,
+
+    /// The months, 1-12 or JAN-DEC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub month: Option<CronField>,
+
+    /// The days of the week, 0-6 (Sunday is 0) or SUN-SAT.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub day_of_week: Option<CronField>,
+}
+
+/// One field of a cron schedule, in cron's syntax: `*`, a value, a range (`1-5`), a list (`1,15`), a
+/// step (`*/10`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct CronField(pub String);
+
+/// Whether a run may start while an earlier one is still running.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ConcurrencyPolicy {
+    // Start the new run next to the running ones.
+    #[default]
+    Allow,
+    // Skip the new run while one is running.
+    Forbid,
+    // Delete the running Jobs, then start the new one.
+    Replace,
+}
+
+/// What the controller last saw of a CronJob's runs.
+#[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CronJobStatus {
+    /// The Jobs of this CronJob that are running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 10))]
+    #[x_kube(merge_strategy = ListMerge::Atomic)]
+    pub active: Option<Vec<ObjectReference>>,
+
+    /// When a Job was last created for a scheduled time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_schedule_time: Option<Time>,
+
+    /// The latest observations of the CronJob's state, one per `type`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
+    pub conditions: Option<Vec<Condition>>,
+}
