@@ -2978,6 +2978,50 @@ fn webhook_project() -> tempfile::TempDir {
     dir
 }
 
+/// Admission and conversion webhooks of one version in one command (the CronJob tutorials' v1 has
+/// both): the webhooks' test crate is planned once, and `alpha generate` rebuilds the same project.
+#[test]
+fn one_create_webhook_adds_admission_and_conversion_webhooks_together() {
+    let dir = memcached_project();
+    let api = [
+        "create",
+        "api",
+        "--group",
+        "cache",
+        "--version",
+        "v1",
+        "--kind",
+        "Memcached",
+        "--controller=false",
+    ];
+    ok(dir.path(), &api);
+    let flags = [
+        "--defaulting",
+        "--programmatic-validation",
+        "--conversion",
+        "--spoke",
+        "v1alpha1",
+    ];
+    create_webhook(dir.path(), "v1", &flags);
+    let modules = read(dir.path(), "tests/webhooks/main.rs");
+    for module in ["mod memcached_v1;", "mod memcached_conversion;"] {
+        assert!(modules.contains(module), "{module} missing:\n{modules}");
+    }
+    // Regenerated from PROJECT, the webhooks come out the same (the order of the versions in the
+    // CRD and sample lists may differ: PROJECT lists the resources sorted).
+    let (_out, target) = regenerated(dir.path());
+    for file in [
+        "PROJECT",
+        "src/main.rs",
+        "tests/webhooks/main.rs",
+        "tests/webhooks/memcached_v1.rs",
+        "tests/webhooks/memcached_conversion.rs",
+        "src/api/v1alpha1/memcached_conversion.rs",
+    ] {
+        assert_eq!(read(&target, file), read(dir.path(), file), "{file}");
+    }
+}
+
 #[test]
 fn create_webhook_adds_each_webhook_type_next_to_the_users_code() {
     let dir = webhook_project();
