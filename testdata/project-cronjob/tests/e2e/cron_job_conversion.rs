@@ -3,6 +3,7 @@
 
 //! `CronJob` at every version through the running manager: the API server stores v1 (the hub)
 //! and calls the manager's conversion webhook whenever an object is written or read at another version.
+//! The sample of each version is read at both, with its schedule as each version writes it.
 
 use serde_json::Value;
 
@@ -46,6 +47,21 @@ async fn cron_job_objects_read_at_every_version() {
                 api_version,
                 format!("batch.tutorial.kubebuilder.io/{read_at}")
             );
+            // Both samples run every minute: one string at v1, the minute field at v2.
+            let args = [
+                "get",
+                &resource,
+                &name,
+                "-n",
+                NAMESPACE,
+                "-o",
+                "jsonpath={.spec.schedule}",
+            ];
+            let expected = match read_at {
+                "v1" => "*/1 * * * *",
+                _ => r#"{"minute":"*/1"}"#,
+            };
+            assert_eq!(cluster.kubectl(&args), expected, "{name} read at {read_at}");
         }
     }
     assert!(manager.stop(), "the manager did not exit 0 on SIGTERM");
