@@ -11,6 +11,9 @@ Markers are HTML comments, invisible when the Markdown is rendered:
                                        stopped (SIGINT, then SIGTERM) when the document ends
   <!-- expect -->                     every line of the next code block must appear in the output of the
                                        previous `run` block; `<...>` matches anything (ages, counts)
+  <!-- write: DEST from SRC -->        no code block: the reader writes the whole file DEST (relative to the
+                                       shell's directory) as the tutorial's file SRC (relative to the
+                                       repository, linked from the text); the run copies SRC there
 
 Usage: doc-test.py [--snippets-only] FILE.md...
 A document whose commands and expected outputs are exactly an earlier one's (a translation) runs once.
@@ -27,7 +30,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MARKER = re.compile(r"^<!--\s*(snippet|run|expect)\s*(?::\s*(.*?))?\s*-->\s*$")
+MARKER = re.compile(r"^<!--\s*(snippet|run|expect|write)\s*(?::\s*(.*?))?\s*-->\s*$")
+WRITE = re.compile(r"^(\S+)\s+from\s+(\S+)$")
 FENCE = re.compile(r"^(\s*)(```+)\s*([\w-]*)\s*$")
 
 
@@ -41,6 +45,12 @@ def blocks(path):
             i += 1
             continue
         kind, argument, start = match.group(1), match.group(2) or "", i + 1
+        if kind == "write":
+            if not WRITE.match(argument):
+                raise SystemExit(f"{path}:{start}: `write` needs `DEST from SRC`, got {argument!r}")
+            yield kind, argument, "", start
+            i += 1
+            continue
         j = i + 1
         while j < len(lines) and not lines[j].strip():
             j += 1
@@ -60,6 +70,11 @@ def blocks(path):
 def check_snippets(path):
     failures = []
     for kind, argument, code, line in blocks(path):
+        if kind == "write":
+            source = WRITE.match(argument).group(2)
+            if not os.path.isfile(os.path.join(ROOT, source)):
+                failures.append(f"{path}:{line}: {source} does not exist")
+            continue
         if kind != "snippet":
             continue
         source = os.path.join(ROOT, argument)
@@ -169,6 +184,12 @@ def run_document(path, env):
                 if status != 0:
                     failures.append(f"{path}:{line}: exited with {status}:\n{last_output[-3000:]}")
                     break
+            elif kind == "write":
+                dest, source = WRITE.match(argument).groups()
+                target = os.path.join(shell.run("pwd")[1].strip(), dest)
+                print(f"{path}:{line}: write {dest} (from {source})")
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                shutil.copyfile(os.path.join(ROOT, source), target)
             elif kind == "expect":
                 if last_output is None:
                     failures.append(f"{path}:{line}: `expect` before any `run` block")

@@ -39,7 +39,10 @@ struct Harness {
 }
 
 impl Harness {
+    /// Creates a CronJob with the clock back at the real time first: the clock an earlier check moved
+    /// ahead could be past the new CronJob's first run already (when a minute began during that check).
     async fn create(&self, name: &str, spec: CronJobSpec) -> CronJob {
+        self.clock.set(Timestamp::now());
         let object = CronJob::new(name, spec);
         let created = self.cron_jobs.create(&PostParams::default(), &object).await;
         created.expect("the API server accepts the CronJob")
