@@ -199,16 +199,15 @@ oci-image: operator ## The golden operator's container image, built without Dock
 	python3 hack/oci-image.py --binary $(OPERATOR) --output $(OCI_IMAGE) --tag project:latest
 	$(step-end)
 
-DOCS := docs/getting-started.md docs/zh/getting-started.md docs/cronjob-tutorial.md docs/zh/cronjob-tutorial.md
-# Tutorials whose code blocks are checked against testdata/ but whose commands are not run yet.
-DOCS_SNIPPETS_ONLY := docs/multiversion-tutorial.md docs/zh/multiversion-tutorial.md
+# The multi-version tutorials continue the CronJob ones, in the same shell (`<!-- continues: -->`).
+DOCS := docs/getting-started.md docs/zh/getting-started.md docs/cronjob-tutorial.md docs/zh/cronjob-tutorial.md \
+  docs/multiversion-tutorial.md docs/zh/multiversion-tutorial.md
 
 .PHONY: test-docs
 test-docs: build envtest ## Check the tutorials' snippets against testdata/project and run their commands.
 	$(step-start)
 	PATH="$(dir $(RUSTBUILDER)):$$PATH" KUBEBUILDER_ASSETS="$(ASSETS)" CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) \
 	  python3 hack/doc-test.py $(DOCS)
-	python3 hack/doc-test.py --snippets-only $(DOCS_SNIPPETS_ONLY)
 	$(step-end)
 
 # Kubebuilder's own PROJECT files (Kubebuilder's testdata and book projects, one `<name>/PROJECT` per

@@ -14,6 +14,11 @@ Markers are HTML comments, invisible when the Markdown is rendered:
   <!-- write: DEST from SRC -->        no code block: the reader writes the whole file DEST (relative to the
                                        shell's directory) as the tutorial's file SRC (relative to the
                                        repository, linked from the text); the run copies SRC there
+  <!-- continues: OTHER.md -->         no code block: the document starts where OTHER.md ends; it runs in
+                                       OTHER.md's shell, after it (OTHER.md runs first even if not named)
+  <!-- same-as: DIR [except F...] -->  no code block: the shell's directory now holds DIR's project (a golden
+                                       project of testdata/): each file git tracks in DIR, but the F named,
+                                       is there with the same text, and src/, tests/ and config/ hold no other
 
 Usage: doc-test.py [--snippets-only] FILE.md...
 A document whose commands and expected outputs are exactly an earlier one's (a translation) runs once.
@@ -30,7 +35,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MARKER = re.compile(r"^<!--\s*(snippet|run|expect|write)\s*(?::\s*(.*?))?\s*-->\s*$")
+MARKER = re.compile(r"^<!--\s*(snippet|run|expect|write|continues|same-as)\s*(?::\s*(.*?))?\s*-->\s*$")
 WRITE = re.compile(r"^(\S+)\s+from\s+(\S+)$")
 FENCE = re.compile(r"^(\s*)(```+)\s*([\w-]*)\s*$")
 
@@ -45,8 +50,8 @@ def blocks(path):
             i += 1
             continue
         kind, argument, start = match.group(1), match.group(2) or "", i + 1
-        if kind == "write":
-            if not WRITE.match(argument):
+        if kind in ("write", "continues", "same-as"):
+            if kind == "write" and not WRITE.match(argument):
                 raise SystemExit(f"{path}:{start}: `write` needs `DEST from SRC`, got {argument!r}")
             yield kind, argument, "", start
             i += 1
@@ -74,6 +79,10 @@ def check_snippets(path):
             source = WRITE.match(argument).group(2)
             if not os.path.isfile(os.path.join(ROOT, source)):
                 failures.append(f"{path}:{line}: {source} does not exist")
+            continue
+        if kind in ("continues", "same-as"):
+            if not os.path.exists(os.path.join(ROOT, argument.split()[0])):
+                failures.append(f"{path}:{line}: {argument} does not exist")
             continue
         if kind != "snippet":
             continue
@@ -165,47 +174,111 @@ class Shell:
         self.proc.wait()
 
 
-def run_document(path, env):
+def continued(path):
+    """The document `path` continues (its `continues` marker), or None."""
+    other = next((argument for kind, argument, _, _ in blocks(path) if kind == "continues"), None)
+    return other and os.path.relpath(os.path.join(ROOT, other))
+
+
+def chains(files):
+    """The documents to run, grouped by shell: each with those it continues and those continuing it."""
+    result, seen = [], set()
+    for path in files:
+        if path in seen:
+            continue
+        chain = [path]
+        while continued(chain[0]) and continued(chain[0]) not in chain:
+            chain.insert(0, continued(chain[0]))
+        while True:
+            following = [f for f in files if continued(f) == chain[-1] and f not in chain]
+            if not following:
+                break
+            chain.append(following[0])
+        seen.update(chain)
+        result.append(chain)
+    return result
+
+
+def run_documents(chain, env):
+    """Runs the documents of `chain` one after the other in one shell; stops at the first failure."""
     workdir = tempfile.mkdtemp(prefix="doc-test-")
     shell = Shell(workdir, env)
-    last_output, failures = None, []
+    failures = []
     try:
-        for kind, argument, code, line in blocks(path):
-            if kind == "run" and argument.startswith("background"):
-                until = dict(a.split("=", 1) for a in argument.split()[1:]).get("until")
-                print(f"{path}:{line}: background: {code.strip()}")
-                ok, log = shell.start_background(code, until, workdir, env)
-                if not ok:
-                    failures.append(f"{path}:{line}: the background command never produced {until}:\n{log}")
-                    break
-            elif kind == "run":
-                print(f"{path}:{line}: $ {code.strip()}")
-                status, last_output = shell.run(code)
-                if status != 0:
-                    failures.append(f"{path}:{line}: exited with {status}:\n{last_output[-3000:]}")
-                    break
-            elif kind == "write":
-                dest, source = WRITE.match(argument).groups()
-                target = os.path.join(shell.run("pwd")[1].strip(), dest)
-                print(f"{path}:{line}: write {dest} (from {source})")
-                os.makedirs(os.path.dirname(target), exist_ok=True)
-                shutil.copyfile(os.path.join(ROOT, source), target)
-            elif kind == "expect":
-                if last_output is None:
-                    failures.append(f"{path}:{line}: `expect` before any `run` block")
-                    continue
-                missing = matches(code, last_output)
-                if missing:
-                    failures.append(f"{path}:{line}: the output lacks {missing}:\n{last_output[-3000:]}")
+        for path in chain:
+            failures += run_blocks(path, shell, workdir, env)
+            if failures:
+                break
     finally:
         shell.close()
         shutil.rmtree(workdir, ignore_errors=True)
     return failures
 
 
+def differences(project, golden, ignored):
+    """How the directory `project` differs from the golden project `golden` (a directory of the repository)."""
+    tracked = subprocess.run(["git", "ls-files", "-z", "--", golden], cwd=ROOT, check=True,
+                             capture_output=True, text=True).stdout.split("\0")
+    expected = {os.path.relpath(f, golden) for f in tracked if f} - set(ignored)
+    found = []
+    for name in sorted(expected):
+        mine = os.path.join(project, name)
+        if not os.path.isfile(mine):
+            found.append(f"{name}: missing")
+        elif open(mine, "rb").read() != open(os.path.join(ROOT, golden, name), "rb").read():
+            found.append(f"{name}: differs")
+    for top in ("src", "tests", "config"):
+        for directory, _, names in os.walk(os.path.join(project, top)):
+            for name in names:
+                relative = os.path.relpath(os.path.join(directory, name), project)
+                if relative not in expected:
+                    found.append(f"{relative}: not in {golden}")
+    return found
+
+
+def run_blocks(path, shell, workdir, env):
+    last_output, failures = None, []
+    for kind, argument, code, line in blocks(path):
+        if kind == "run" and argument.startswith("background"):
+            until = dict(a.split("=", 1) for a in argument.split()[1:]).get("until")
+            print(f"{path}:{line}: background: {code.strip()}")
+            ok, log = shell.start_background(code, until, workdir, env)
+            if not ok:
+                failures.append(f"{path}:{line}: the background command never produced {until}:\n{log}")
+                break
+        elif kind == "run":
+            print(f"{path}:{line}: $ {code.strip()}")
+            status, last_output = shell.run(code)
+            if status != 0:
+                failures.append(f"{path}:{line}: exited with {status}:\n{last_output[-3000:]}")
+                break
+        elif kind == "write":
+            dest, source = WRITE.match(argument).groups()
+            target = os.path.join(shell.run("pwd")[1].strip(), dest)
+            print(f"{path}:{line}: write {dest} (from {source})")
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.copyfile(os.path.join(ROOT, source), target)
+        elif kind == "same-as":
+            golden, *rest = argument.split()
+            ignored = rest[1:] if rest[:1] == ["except"] else rest
+            found = differences(shell.run("pwd")[1].strip(), golden, ignored)
+            print(f"{path}:{line}: the project is {golden}" + (f", but: {found}" if found else ""))
+            if found:
+                failures.append(f"{path}:{line}: the project differs from {golden}:\n" + "\n".join(found))
+                break
+        elif kind == "expect":
+            if last_output is None:
+                failures.append(f"{path}:{line}: `expect` before any `run` block")
+                continue
+            missing = matches(code, last_output)
+            if missing:
+                failures.append(f"{path}:{line}: the output lacks {missing}:\n{last_output[-3000:]}")
+    return failures
+
+
 def main(argv):
     snippets_only = "--snippets-only" in argv
-    files = [a for a in argv if not a.startswith("--")]
+    files = [os.path.relpath(a) for a in argv if not a.startswith("--")]
     if not files:
         raise SystemExit(__doc__)
     failures = [f for path in files for f in check_snippets(path)]
@@ -216,16 +289,18 @@ def main(argv):
         # The assets' kubectl first: the tutorials need a kubectl as recent as the cluster.
         env["PATH"] = os.pathsep.join([env["KUBEBUILDER_ASSETS"], env.get("PATH", "")])
         # A translation runs the same commands as its original: running them again would prove nothing
-        # new, so a document whose commands (and expected outputs) equal an earlier one's runs once.
+        # new, so documents whose commands, files written and expected outputs equal earlier ones' run once
+        # (a chain of documents as a whole).
         ran = {}
-        for path in files:
-            commands = [(k, a, c) for k, a, c, _ in blocks(path) if k in ("run", "expect")]
+        for chain in chains(files):
+            commands = [(k, a, c) for path in chain for k, a, c, _ in blocks(path)
+                        if k in ("run", "expect", "write", "same-as")]
             key = repr(commands)
             if commands and key in ran:
-                print(f"{path}: the same commands as {ran[key]}, which ran them")
+                print(f"{' + '.join(chain)}: the same commands as {ran[key]}, which ran them")
                 continue
-            ran[key] = path
-            failures += run_document(path, env)
+            ran[key] = " + ".join(chain)
+            failures += run_documents(chain, env)
     for failure in failures:
         print(f"FAIL {failure}", file=sys.stderr)
     print(f"{len(files)} document(s): {'ok' if not failures else f'{len(failures)} failure(s)'}")
