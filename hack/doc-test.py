@@ -21,7 +21,7 @@ Markers are HTML comments, invisible when the Markdown is rendered:
                                        is there with the same text, and src/, tests/ and config/ hold no other
 
 Usage: doc-test.py [--snippets-only] FILE.md...
-A document whose commands and expected outputs are exactly an earlier one's (a translation) runs once.
+Documents whose commands, files written and expected outputs are exactly earlier ones' (a translation) run once.
 Runs in a fresh temporary directory with rustbuilder on PATH; needs KUBEBUILDER_ASSETS for the cluster.
 """
 
