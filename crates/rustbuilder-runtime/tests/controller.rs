@@ -715,13 +715,13 @@ async fn live_changes_are_reconciled_before_a_listed_backlog() {
         data: Some([("v".to_string(), v.to_string())].into()),
         ..Default::default()
     };
-    for i in 0..OBJECTS {
+    let created = futures::stream::iter(0..OBJECTS).map(|i| {
         let object = labelled(&format!("item-{i:03}"), "listed");
-        configmaps
-            .create(&PostParams::default(), &object)
-            .await
-            .unwrap();
-    }
+        let configmaps = configmaps.clone();
+        async move { configmaps.create(&PostParams::default(), &object).await }
+    });
+    let created: Vec<_> = created.buffer_unordered(16).collect().await;
+    assert!(created.iter().all(Result::is_ok), "creating the backlog");
 
     let manager = Manager::new(MANAGER, env.client());
     let seen = Arc::new(Seen::default());
@@ -749,6 +749,7 @@ async fn live_changes_are_reconciled_before_a_listed_backlog() {
         .take(5)
         .collect();
     let before_edits = seen.0.lock().unwrap().len();
+    let edited_at = Instant::now();
     for name in &edited {
         let patch = Patch::Merge(serde_json::json!({"data": {"v": "edited"}}));
         configmaps
@@ -762,6 +763,12 @@ async fn live_changes_are_reconciled_before_a_listed_backlog() {
         done == edited.len()
     };
     assert!(eventually(Duration::from_secs(30), all_edited).await);
+    eprintln!(
+        "{} edits reconciled {:?} after they were sent, with {} listed objects waiting",
+        edited.len(),
+        edited_at.elapsed(),
+        OBJECTS - before_edits
+    );
     let seen_then = seen.0.lock().unwrap().clone();
     let last_edit = seen_then.iter().rposition(|(_, v)| v == "edited").unwrap();
     // Each edit waits at most for the reconcile in flight (concurrency 1) and the listed object
