@@ -703,14 +703,14 @@ impl ManagerBuilder {
         inner.lease_timing = self.lease_timing;
         if args.sharding {
             // The group is the leader-election id: the same for every replica of this operator.
-            let shard =
-                Membership::new(inner.client.clone(), &lease_namespace, &leader_election_id)
-                    .identity(&inner.identity)
-                    .timing(self.lease_timing)
-                    .metrics(&inner.metrics)
-                    .start();
+            let group = shard_group(&leader_election_id);
+            let shard = Membership::new(inner.client.clone(), &lease_namespace, &group)
+                .identity(&inner.identity)
+                .timing(self.lease_timing)
+                .metrics(&inner.metrics)
+                .start();
             info!(
-                group = leader_election_id,
+                group,
                 identity = inner.identity,
                 "sharding: joined the group"
             );
@@ -902,6 +902,27 @@ impl Controllers {
                 Err(error)
             }
         }
+    }
+}
+
+/// `id` as a shard group's name, which labels its Leases: a label value has at most 63 characters,
+/// letters, digits, `-`, `_` and `.`, and starts and ends with a letter or digit. Another `id` keeps
+/// its start and gets a hash of the whole, so that two long ids stay apart.
+fn shard_group(id: &str) -> String {
+    let valid = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    let alphanumeric_ends = |s: &str| {
+        s.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+    };
+    if id.len() <= 63 && id.chars().all(valid) && alphanumeric_ends(id) {
+        return id.to_string();
+    }
+    let kept: String = id.chars().filter(|&c| valid(c)).take(54).collect();
+    let kept = kept.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+    let hash = crate::shard::hash(id) as u32;
+    match kept {
+        "" => format!("{hash:08x}"),
+        kept => format!("{kept}-{hash:08x}"),
     }
 }
 
@@ -1227,6 +1248,20 @@ mod tests {
 
         manager.shutdown();
         running.await.unwrap().unwrap();
+    }
+
+    #[test]
+    fn shard_groups_are_label_values() {
+        assert_eq!(shard_group("project.example.com"), "project.example.com");
+        let long = format!("{}.example.com", "a".repeat(70));
+        let group = shard_group(&long);
+        assert!(group.len() <= 63, "{group}");
+        assert!(group.starts_with("aaaa"), "{group}");
+        assert_ne!(
+            group,
+            shard_group(&format!("{}.example.org", "a".repeat(70)))
+        );
+        assert_eq!(shard_group("_x/y_").len(), "xy-".len() + 8);
     }
 
     #[test]
