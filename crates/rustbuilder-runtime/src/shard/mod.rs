@@ -46,7 +46,11 @@
 //!
 //! ## In a manager
 //!
-//! A controller of a sharded kind reads a [`Cache::sharded`](crate::cache::Cache::sharded) of its
+//! A manager started with `--sharding` ([`ManagerArgs::sharding`](crate::manager::ManagerArgs::sharding))
+//! does all of the following itself: it joins the group named by its leader-election id, each
+//! controller's cache holds the controller's part, [`Manager::owned`](crate::Manager::owned) caches
+//! hold the children of that part, and every reconcile passes the gate. By hand, a controller of a
+//! sharded kind reads a [`Cache::sharded`](crate::cache::Cache::sharded) of its
 //! kind ([`ShardKey::Uid`]) and of each owned kind ([`ShardKey::ControllerOwner`]), and each
 //! reconcile first passes [`Shard::enter`] with the object's uid, holding the permit until it
 //! returns; an object outside the active ranges is skipped (its member reconciles it). The process
