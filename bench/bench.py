@@ -76,6 +76,13 @@ CLUSTER_PROFILES = {
 # The generated Rust operator reconciles 16 objects at a time; controller-runtime's default is 1.
 # "rust-1" is the same generated project with MAX_CONCURRENT_RECONCILES set to 1 (comparable settings).
 WORKERS_CONST = "const MAX_CONCURRENT_RECONCILES: u16 = 16;"
+# Scale-out: "rust-3" is the same Rust operator run as three replicas with `--sharding`, each reconciling,
+# watching and caching a third of the objects. Its cluster's kube-apiserver has the ShardedListAndWatch
+# feature gate on (BENCH_SHARD_GATE=0: off, and each replica filters on the client); other operators' clusters
+# are started as before.
+SHARDED = {"rust-3": 3}
+SHARD_GATE = "ShardedListAndWatch"
+SHARD_GATE_ON = os.environ.get("BENCH_SHARD_GATE", "1") != "0"
 WRITE_VERBS = {"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"}  # as apiserver_request_total names them
 
 
@@ -210,7 +217,8 @@ GO_CONTROLLER_IMPORT_AFTER = '\tctrl "sigs.k8s.io/controller-runtime"\n'
 GO_CONTROLLER_IMPORT = '\t"sigs.k8s.io/controller-runtime/pkg/controller"\n'
 
 
-def prepare_rust():
+def prepare_rust(one_worker=True):
+    """The generated Rust project, built with the `dist` profile; `one_worker`: also "rust-1"."""
     if RUST_DIR.exists():
         shutil.rmtree(RUST_DIR)
     RUST_DIR.mkdir(parents=True)
@@ -227,6 +235,10 @@ def prepare_rust():
     RUST_BIN.mkdir(parents=True, exist_ok=True)
     shutil.copy(rust_manager_built(), RUST_BIN / "manager")
     shutil.copy(PROJECTS_TARGET / "debug/examples/envtest", RUST_BIN / "envtest")
+    if not one_worker:
+        # Not asked for: no binary of an older build is left to be run as "rust-1".
+        (RUST_BIN / "manager-1-worker").unlink(missing_ok=True)
+        return
     log("cargo build --profile dist (Rust operator, 1 worker)")
     controller = RUST_DIR / "src/controller/memcached.rs"
     generated = controller.read_text()
@@ -236,6 +248,11 @@ def prepare_rust():
     sh(["cargo", "build", "--profile", "dist", "--bins"], cwd=RUST_DIR, env=env)
     controller.write_text(generated)
     shutil.copy(rust_manager_built(), RUST_BIN / "manager-1-worker")
+
+
+def operators():
+    """The operators `run` measures, and `prepare` builds (BENCH_OPERATORS)."""
+    return os.environ.get("BENCH_OPERATORS", "rust,go,baseline,rust-1,go-16").split(",")
 
 
 def rust_manager(operator="rust"):
@@ -250,11 +267,16 @@ def rust_manager_built():
 
 
 def cmd_prepare():
-    go_bin()
+    # Only what the chosen operators need: the Go builds for go and go-16, the one-worker build for rust-1.
+    ops = operators()
+    go = any(op in ("go", "go-16") for op in ops)
+    if go:
+        go_bin()
     build_rustbuilder()
     assets()
-    prepare_go()
-    prepare_rust()
+    if go:
+        prepare_go()
+    prepare_rust(one_worker="rust-1" in ops)
     log("prepared")
 
 
@@ -615,10 +637,14 @@ class Cluster:
     directory, it installs the project's CRDs (config/crd/bases) before it writes the kubeconfig.
     Stopped with SIGINT."""
 
-    def __init__(self, tmp: Path, extra_pods: int, profile: str):
+    def __init__(self, tmp: Path, extra_pods: int, profile: str, feature_gates=()):
         self.kubeconfig = tmp / "kubeconfig"
         example = RUST_BIN / "envtest"
         env = dict(os.environ, KUBEBUILDER_ASSETS=assets(), **CLUSTER_PROFILES[profile])
+        if feature_gates:
+            # kube-apiserver's feature gates, added to its flags as the drills add them
+            gates = " --feature-gates=" + ",".join(f"{g}=true" for g in feature_gates)
+            env["ENVTEST_KUBE_APISERVER_FLAGS"] = (env.get("ENVTEST_KUBE_APISERVER_FLAGS", "") + gates).strip()
         self.log = open(tmp / "cluster.log", "w")
         self.proc = subprocess.Popen([str(example), "local-cluster", str(self.kubeconfig)], cwd=RUST_DIR,
                                      env=env, stdout=self.log, stderr=subprocess.STDOUT)
@@ -715,6 +741,54 @@ class Sampler:
         self.peak = self.rss()[0]
 
 
+class NetSampler:
+    """Bytes each process received and sent over TCP: the kernel's count per connection (tcpi_bytes_received,
+    tcpi_bytes_sent, as `ss -tinp` shows them, TLS and HTTP/2 framing included), sampled every second and
+    summed over every connection the process had. For an operator nearly all of it is its connections to
+    kube-apiserver: the watch events, the lists and the answers to its requests. (`rchar` in /proc/PID/io
+    does not count it: the Rust runtime reads sockets with recv(2), which it leaves out.) A connection
+    closed within a second of its last sample loses what it received in that second."""
+
+    def __init__(self, pids):
+        self.pids = set(pids)
+        self.conns = {}  # (pid, local, peer) -> (received, sent), the latest sample
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.sample()
+        threading.Thread(target=self.run, daemon=True).start()
+
+    def sample(self):
+        out = sh(["ss", "-tinpH"], check=False).stdout or ""
+        found = {}
+        owners = []
+        for line in out.splitlines():
+            if not line.startswith((" ", "\t")):
+                parts = line.split()
+                pids = {int(x) for x in re.findall(r"pid=(\d+)", line)} & self.pids
+                owners = [(pid, parts[3], parts[4]) for pid in pids] if len(parts) >= 5 else []
+                continue
+            received = re.search(r"bytes_received:(\d+)", line)
+            sent = re.search(r"bytes_sent:(\d+)", line)
+            for key in owners:
+                found[key] = (int(received.group(1)) if received else 0, int(sent.group(1)) if sent else 0)
+            owners = []
+        with self.lock:
+            for key, (received, sent) in found.items():
+                old = self.conns.get(key, (0, 0))
+                self.conns[key] = (max(old[0], received), max(old[1], sent))
+
+    def run(self):
+        while not self.stop.wait(1.0):
+            self.sample()
+
+    def totals(self, pid):
+        """(received, sent) bytes of pid's connections so far."""
+        self.sample()
+        with self.lock:
+            conns = [v for (p, _, _), v in self.conns.items() if p == pid]
+        return sum(r for r, _ in conns), sum(s for _, s in conns)
+
+
 def descendants(pid):
     """The PIDs of pid's children, their children, and so on."""
     children = {}
@@ -750,8 +824,12 @@ def cluster_cpu(pid):
 
 
 def start_operator(name, cluster: Cluster, tmp: Path):
+    """The operator's processes: one, or for a sharded one (SHARDED) its replicas, each with `--sharding`
+    and a log of its own."""
     env = dict(os.environ, KUBECONFIG=str(cluster.kubeconfig), RUST_LOG="info",
                MEMCACHED_IMAGE=IMAGE)  # as config/manager/manager.yaml sets it
+    if name in SHARDED:
+        return start_replicas(name, SHARDED[name], env, tmp)
     logf = open(tmp / f"{name}.log", "w")
     if name in ("go", "go-16"):
         cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(GO_CACHE / "crd.yaml"))
@@ -769,7 +847,55 @@ def start_operator(name, cluster: Cluster, tmp: Path):
     time.sleep(3)  # informers synced (both list 0 objects at start)
     if p.poll() is not None:
         die(f"the {name} operator exited at start; see {tmp / (name + '.log')}")
-    return p
+    return [p]
+
+
+# What a sharded replica logs once it works on its ranges, and which way it selects its objects.
+SHARD_STARTED = "started ranges"
+SHARD_FILTERING = {"server-side shard selector": "server-side", "filtering on the client": "client-side"}
+
+
+def start_replicas(name, count, env, tmp: Path):
+    """`count` replicas of the Rust operator with `--sharding`, their shard Leases in the bench namespace;
+    returns once every one has started its ranges (all joined before the first object exists)."""
+    cmd = [str(rust_manager("rust")), "--health-probe-bind-address=127.0.0.1:0", "--metrics-bind-address=0",
+           "--sharding"]
+    cmd = shlex.split(os.environ.get("BENCH_WRAP_RUST", "")) + cmd
+    procs, logs = [], []
+    for i in range(count):
+        log_path = tmp / f"{name}-{i}.log"
+        logf = open(log_path, "w")
+        procs.append(subprocess.Popen(cmd, env=dict(env, POD_NAMESPACE=NS), stdout=logf,
+                                      stderr=subprocess.STDOUT, start_new_session=True))
+        logs.append(log_path)
+    def fail(msg):
+        for p in procs:
+            if p.poll() is None:
+                stop_operator(p)
+        die(msg + " (BENCH_KEEP_LOGS=1 keeps the logs)")
+
+    deadline = time.monotonic() + 90
+    while True:
+        texts = [p.read_text() for p in logs]
+        for p, path in zip(procs, logs):
+            if p.poll() is not None:
+                fail(f"a replica of {name} exited at start; see {path.name}")
+        if all(SHARD_STARTED in t and any(k in t for k in SHARD_FILTERING) for t in texts):
+            break
+        if time.monotonic() > deadline:
+            fail(f"the replicas of {name} did not all start their ranges within 90 s; see {name}-*.log")
+        time.sleep(0.5)
+    time.sleep(3)  # the ranges settled once all had joined; caches synced (nothing to list yet)
+    return procs
+
+
+def shard_filtering(procs, tmp: Path, name):
+    """How the replicas selected their objects, as their logs say: server-side or client-side."""
+    modes = set()
+    for i in range(len(procs)):
+        text = (tmp / f"{name}-{i}.log").read_text()
+        modes |= {mode for needle, mode in SHARD_FILTERING.items() if needle in text}
+    return ",".join(sorted(modes))
 
 
 def stop_operator(proc):
@@ -938,9 +1064,10 @@ def trial(operator, n, idle, profile, timeout=900):
     log(f"=== trial {operator} N={n} cluster={profile}")
     with tempfile.TemporaryDirectory(prefix="bench-run-") as tmp:
         tmp = Path(tmp)
+        gates = (SHARD_GATE,) if operator in SHARDED and SHARD_GATE_ON else ()
         for attempt in range(3):
             try:
-                cluster = Cluster(tmp, extra_pods=2 * n + 50, profile=profile)
+                cluster = Cluster(tmp, extra_pods=2 * n + 50, profile=profile, feature_gates=gates)
                 break
             except (ClusterMixup, RuntimeError) as e:
                 log(f"cluster start failed ({e}); starting another")
@@ -950,7 +1077,7 @@ def trial(operator, n, idle, profile, timeout=900):
         else:
             die("the local cluster did not start cleanly three times")
         kube = cluster.kube
-        proc = None
+        procs = []
         stop = threading.Event()
         try:
             state = State(n)
@@ -959,7 +1086,7 @@ def trial(operator, n, idle, profile, timeout=900):
                 baseline = Baseline(kube, state)
                 # The baseline writes its own status: the Rust CRD (installed by the cluster) has one.
             else:
-                proc = start_operator(operator, cluster, tmp)
+                procs = start_operator(operator, cluster, tmp)
             kube.watch(cr_path(), state.on_cr, stop, f"{PLURAL}.{GROUP}")
 
             def on_dep(typ, o):
@@ -969,17 +1096,24 @@ def trial(operator, n, idle, profile, timeout=900):
 
             kube.watch(f"/apis/apps/v1/namespaces/{NS}/deployments", on_dep, stop, "deployments.apps")
             time.sleep(1)
-            sampler = Sampler(proc.pid) if proc else None
+            # One sampler per process of the operator (three for rust-3).
+            samplers = [Sampler(p.pid) for p in procs]
+            net = NetSampler([p.pid for p in procs]) if procs else None
             names = [f"memcached-{i:04d}" for i in range(n)]
             out = {"operator": operator, "n": n, "size": [1, 2], "cluster": profile, "phases": {}}
+            if gates:
+                out["feature_gates"] = list(gates)
+            if operator in SHARDED:
+                out["shard_filtering"] = shard_filtering(procs, tmp, operator)
 
             def phase(name, action, size, wait=True):
                 m0 = kube.metrics()
                 own0 = dict(kube.requests)
-                c0 = sampler.cpu() if sampler else 0
+                c0 = [x.cpu() for x in samplers]
+                b0 = [net.totals(x.pid) for x in samplers]
                 k0 = cluster_cpu(cluster.proc.pid)
-                if sampler:
-                    sampler.reset_peak()
+                for x in samplers:
+                    x.reset_peak()
                 with state.cv:
                     state.aim(size)
                 profile = None
@@ -1009,9 +1143,17 @@ def trial(operator, n, idle, profile, timeout=900):
                       "pods_ready": (state.all_ready_at - t0) if wait and state.all_ready_at else None,
                       "harness_requests": {f"{v} {r}": c for (v, r), c in own.items()},
                       "cluster_cpu_seconds": {k: round(v - k0.get(k, 0.0), 2) for k, v in sorted(k1.items())}}
-                if sampler:
-                    ph["cpu_seconds"] = sampler.cpu() - c0
-                    ph["peak_rss_bytes"] = sampler.peak
+                if samplers:
+                    # Each process's figures; for several, the operator's CPU is their sum and its
+                    # peak RSS the sum of their peaks.
+                    reps = []
+                    for x, cpu0, (rx0, tx0) in zip(samplers, c0, b0):
+                        rx, tx = net.totals(x.pid)
+                        reps.append({"cpu_seconds": x.cpu() - cpu0, "peak_rss_bytes": x.peak,
+                                     "bytes_received": rx - rx0, "bytes_sent": tx - tx0})
+                    ph["cpu_seconds"] = sum(r["cpu_seconds"] for r in reps)
+                    ph["peak_rss_bytes"] = sum(r["peak_rss_bytes"] for r in reps)
+                    ph["replicas"] = reps
                 out["phases"][name] = ph
                 log(f"{operator} N={n} {name}: wall={wall} writes={summarize(req)}")
                 return wall
@@ -1040,15 +1182,24 @@ def trial(operator, n, idle, profile, timeout=900):
                 out["timeout"] = "scale"
             else:
                 phase("idle", lambda: None, 2, wait=False)
-            if sampler:
-                out["peak_rss_bytes_total"] = sampler.rss()[1]
-                out["cpu_seconds_total"] = sampler.cpu()
-                sampler.stop.set()
+            if samplers:
+                # Over the whole trial, per process (VmHWM: its peak RSS since it started); the operator's
+                # totals are their sums.
+                reps = []
+                for x in samplers:
+                    rx, tx = net.totals(x.pid)
+                    reps.append({"peak_rss_bytes": x.rss()[1], "cpu_seconds": x.cpu(),
+                                 "bytes_received": rx, "bytes_sent": tx})
+                    x.stop.set()
+                net.stop.set()
+                out["replicas"] = reps
+                out["peak_rss_bytes_total"] = sum(r["peak_rss_bytes"] for r in reps)
+                out["cpu_seconds_total"] = sum(r["cpu_seconds"] for r in reps)
             return out
         finally:
             stop.set()
-            if proc:
-                stop_operator(proc)
+            for p in procs:
+                stop_operator(p)
             cluster.stop()
             if os.environ.get("BENCH_KEEP_LOGS"):
                 keep = RESULTS / "logs" / f"{operator}-{n}-{int(time.time())}"
@@ -1098,13 +1249,15 @@ def summarize(req):
 
 
 def cmd_run():
-    ops = os.environ.get("BENCH_OPERATORS", "rust,go,baseline,rust-1,go-16").split(",")
+    ops = operators()
     # What the chosen operators need (the plain client needs only the local cluster).
-    binaries = {"rust": rust_manager("rust"), "rust-1": rust_manager("rust-1"),
+    binaries = {"rust": rust_manager("rust"), "rust-1": rust_manager("rust-1"), "rust-3": rust_manager("rust"),
                 "go": GO_CACHE / "manager", "go-16": GO_CACHE / "manager-16-workers"}
     needed = [RUSTBUILDER, RUST_BIN / "envtest"] + [binaries[op] for op in ops if op in binaries]
     if not all(p.exists() for p in needed):
         die("run `python3 bench/bench.py prepare` (or `make bench`) first")
+    if any(op != "baseline" for op in ops) and not shutil.which("ss"):
+        die("`ss` is missing: the operators' network traffic is read with it (install iproute2)")
     assets()
     sizes = [int(x) for x in os.environ.get("BENCH_SIZES", "100,500,1000").split(",")]
     runs = int(os.environ.get("BENCH_RUNS", "3"))
@@ -1153,8 +1306,43 @@ def fmt_range(xs, f="{:.1f}"):
 
 
 # Rows of the report, in order.
-OPERATORS = {"rust": "rust (16 workers: default)", "rust-1": "rust, 1 worker", "go": "go (1 worker: default)",
+OPERATORS = {"rust": "rust (16 workers: default)", "rust-1": "rust, 1 worker",
+             "rust-3": "rust, 3 sharded replicas (RSS, CPU: their sum)", "go": "go (1 worker: default)",
              "go-16": "go, 16 workers", "baseline": "plain client"}
+
+
+def per_replica(by, cluster):
+    """The table of each process of an operator (trials that recorded them): a sharded operator's replicas
+    next to one unsharded replica of the Rust operator at the same N."""
+    rows = [(n, op) for n in sorted({k[1] for k in by if k[0] == cluster}) for op in OPERATORS
+            if any(t.get("replicas") for t in by.get((cluster, n, op), []))]
+    if not rows:
+        return []
+    lines = ["\nPer process of the operator, over the whole trial: each replica's peak RSS, CPU and bytes received "
+             "and sent over TCP (its connections to kube-apiserver: watch events, lists, answers), as median "
+             "(lowest–highest) over replicas and runs; \"largest ÷ rust\" divides the largest replica's by one "
+             "unsharded Rust replica's (median) at the same N:\n",
+             "| N | operator | processes | shard selection | peak RSS (MiB) | largest ÷ rust | CPU (s) | largest ÷ rust "
+             "| received (MiB) | largest ÷ rust | sent (MiB) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for n, op in rows:
+        ts = [t for t in by[(cluster, n, op)] if t.get("replicas")]
+        one = [r for t in by.get((cluster, n, "rust"), []) for r in t.get("replicas", [])]
+
+        def cells(key, scale):
+            xs = [r[key] / scale for t in ts for r in t["replicas"]]
+            ref = [r[key] / scale for r in one]
+            ok = op != "rust" and xs and ref and statistics.median(ref) > 0
+            ratio = f"{100 * max(xs) / statistics.median(ref):.0f} %" if ok else "—"
+            return [fmt_range(xs, "{:.1f}" if key != "cpu_seconds" else "{:.2f}"), ratio]
+
+        procs = sorted({len(t["replicas"]) for t in ts})
+        selection = ", ".join(sorted({t["shard_filtering"] for t in ts if t.get("shard_filtering")})) or "—"
+        row = [str(n), OPERATORS[op].split(" (RSS")[0], "/".join(map(str, procs)), selection]
+        row += cells("peak_rss_bytes", 2**20) + cells("cpu_seconds", 1) + cells("bytes_received", 2**20)
+        row.append(cells("bytes_sent", 2**20)[0])
+        lines.append("| " + " | ".join(row) + " |")
+    return lines
 
 
 def cmd_report():
@@ -1210,6 +1398,7 @@ def cmd_report():
                              f"{fmt_range(sw)} | {ratio(sw, bs)} | {dw('scale')} | {fmt_range(wc, '{:.2f}')} | {fmt_range(ws, '{:.2f}')} | "
                              f"{fmt_range(ev, '{:.2f}')} | {fmt_range(wi, '{:.0f}')} | {fmt_range(ei, '{:.0f}')} | "
                              f"{fmt_range(rss)} | {growth} | {fmt_range(cpu)} |")
+        lines += per_replica(by, cluster)
         # Where each phase's time goes: the operator's writes, then the cluster's Pods, then the report.
         lines.append("\nWhere the time goes (medians, s): until every Deployment was written, until every Pod was "
                      "ready, until converged (the status reported it):\n")
@@ -1257,7 +1446,8 @@ def cmd_report():
         ops = [op for op in OPERATORS if by.get((cluster, nmax, op))]
         keys = sorted({k for op in ops for p in by[(cluster, nmax, op)][0]["phases"].values()
                        for k, v in requests_of(p, op).items() if v})
-        label = {"rust": "Rust", "rust-1": "Rust 1w", "go": "Go", "go-16": "Go 16w", "baseline": "plain"}
+        label = {"rust": "Rust", "rust-1": "Rust 1w", "rust-3": "Rust ×3", "go": "Go", "go-16": "Go 16w",
+                 "baseline": "plain"}
         lines.append("| verb resource | " + " | ".join(f"{label[op]} {ph}" for op in ops
                                                        for ph in ("create", "scale", "idle")) + " |")
         lines.append("|---|" + "---|" * (3 * len(ops)))
