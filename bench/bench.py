@@ -252,7 +252,7 @@ def prepare_rust(one_worker=True):
 
 def operators():
     """The operators `run` measures, and `prepare` builds (BENCH_OPERATORS)."""
-    return os.environ.get("BENCH_OPERATORS", "rust,go,baseline,rust-1,go-16").split(",")
+    return os.environ.get("BENCH_OPERATORS", "rust,go,baseline,rust-1,go-16,rust-3").split(",")
 
 
 def rust_manager(operator="rust"):
