@@ -96,10 +96,15 @@ envtest: build ## Provide the control-plane binaries, the simulated cluster's to
 
 ASSETS = $$($(RUSTBUILDER) envtest use $(ENVTEST_K8S_VERSION) --cluster -p path)
 
+# The runtime's tests and the drills mostly wait on a control plane: their test binaries run TEST_JOBS at
+# a time (hack/test-binaries.py), each binary's output printed whole when it ends.
+export TEST_JOBS ?= 2
+TEST_BINARIES := python3 hack/test-binaries.py
+
 .PHONY: test-runtime
 test-runtime: build envtest ## Test rustbuilder-runtime and rustbuilder-envtest on a real control plane.
 	$(step-start)
-	KUBEBUILDER_ASSETS="$(ASSETS)" cargo test --locked -p rustbuilder-runtime -p rustbuilder-envtest
+	KUBEBUILDER_ASSETS="$(ASSETS)" $(TEST_BINARIES) --doc --locked -p rustbuilder-runtime -p rustbuilder-envtest
 	$(step-end)
 
 .PHONY: testdata
@@ -135,16 +140,25 @@ verify-testdata: testdata ## Fail when testdata/ differs from what rustbuilder g
 # The golden projects must not need the CLI: their tests run with a PATH that has no rustbuilder on it.
 NO_RUSTBUILDER_PATH := $(shell printf '%s\n' "$$PATH" | tr ':' '\n' | while read -r dir; do [ -x "$$dir/rustbuilder" ] || echo "$$dir"; done | paste -sd: -)
 
+# The projects are tested TEST_JOBS at a time, the longest first: one compiles while another's tests wait on
+# their control plane. Each project's output is printed whole when it is done.
+TESTDATA_BY_LENGTH := testdata/project-multigroup testdata/project-cronjob testdata/project-basic \
+  testdata/project testdata/project-webhooks
+PROJECT_TESTS := $(TESTDATA_BY_LENGTH:%=%/.test)
+
 .PHONY: test-testdata
 test-testdata: build envtest ## Lint and test each sample project (envtest: a real etcd + kube-apiserver).
 	$(step-start)
-	for project in $(TESTDATA); do \
-	  echo "==> $$project"; start=$$(date +%s); \
-	  env -u KUBEBUILDER_ASSETS PATH="$(NO_RUSTBUILDER_PATH)" \
-	    $(MAKE) -C $$project lint test test-e2e CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR); \
-	  echo "==> $$project: $$(( $$(date +%s) - start ))s"; \
-	done
+	$(if $(filter-out $(TESTDATA_BY_LENGTH),$(TESTDATA)),$(error TESTDATA_BY_LENGTH misses a project of TESTDATA))
+	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=recurse $(PROJECT_TESTS)
 	$(step-end)
+
+.PHONY: $(PROJECT_TESTS)
+$(PROJECT_TESTS): %/.test:
+	@echo "==> $*"; start=$$(date +%s); \
+	env -u KUBEBUILDER_ASSETS PATH="$(NO_RUSTBUILDER_PATH)" \
+	  $(MAKE) -j1 -C $* lint test test-e2e CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR); \
+	echo "==> $*: $$(( $$(date +%s) - start ))s"
 
 # helm, built from Go modules like the control plane (minutes the first time), cached by version outside
 # the clone; the lock lets parallel runs share one build.
@@ -177,7 +191,7 @@ test-drills: testdata envtest oci-image ## Fault drills (docs/reliability.md), t
 	CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) cargo clippy --locked --manifest-path $(DRILLS) --all-targets -- -D warnings
 	DRILLS_OPERATOR=$(OPERATOR) DRILLS_IMAGE=$(CURDIR)/$(OCI_IMAGE) \
 	  KUBEBUILDER_ASSETS="$(ASSETS)" CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) \
-	  cargo test --locked --manifest-path $(DRILLS) -- --nocapture
+	  $(TEST_BINARIES) --locked --manifest-path $(DRILLS) -- --nocapture
 	$(step-end)
 
 # The golden operator the drills run and its image holds (docs/deploy.md): a debug build linked

@@ -1260,10 +1260,11 @@ async fn nodes_ready(nodes: &Api<Node>) -> bool {
     list.items.len() >= FAKE_NODES && list.items.iter().all(ready)
 }
 
-/// A Node that kwok will run: room for plenty of pods, no taints.
+/// A Node that kwok will run: no taints, and room for far more pods than a kubelet's 110 (a fake pod
+/// costs nothing), so a test can run thousands.
 fn fake_node(i: usize) -> Node {
     let name = format!("kwok-node-{i}");
-    let resources = json!({ "cpu": "32", "memory": "256Gi", "pods": "110" });
+    let resources = json!({ "cpu": "256", "memory": "2Ti", "pods": "1500" });
     object(json!({
         "metadata": {
             "name": name,

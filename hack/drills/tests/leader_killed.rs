@@ -11,9 +11,8 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
-use support::{DRILL_BUDGET, Drill, NAMESPACE, Operator};
+use support::{DRILL_BUDGET, Drill, NAMESPACE, Operator, objects, scaled};
 
-const OBJECTS: usize = 300;
 /// The Lease named by testdata/project's `main.rs`, in `POD_NAMESPACE`.
 const LEASE: &str = "project.example.com";
 /// What the runtime logs when it takes the Lease, and when it waits for it.
@@ -28,7 +27,8 @@ const TAKEOVER_BUDGET: Duration = Duration::from_secs(25);
 
 #[tokio::test]
 async fn the_leader_is_killed_mid_wave_and_the_standby_takes_over() {
-    tokio::time::timeout(DRILL_BUDGET, drill())
+    let objects = objects(300);
+    tokio::time::timeout(scaled(DRILL_BUDGET, objects), drill(objects))
         .await
         .expect("the drill took longer than its budget");
 }
@@ -40,7 +40,7 @@ async fn lease(drill: &Drill) -> (Option<String>, Option<i32>) {
     (spec.holder_identity, spec.lease_transitions)
 }
 
-async fn drill() {
+async fn drill(objects: usize) {
     let mut drill = Drill::start().await;
     let kubeconfig = drill.env.kubeconfig().to_owned();
     // Two replicas instead of the single operator (no object exists yet): the first one leads.
@@ -53,9 +53,9 @@ async fn drill() {
     standby.wait_for_log(WAITING, Duration::from_secs(30)).await;
     let (first_holder, _) = lease(&drill).await;
 
-    drill.create_wave(OBJECTS).await;
-    drill.wait_for_deployments(OBJECTS / 3).await;
-    let at_fault = drill.progress(OBJECTS).await;
+    drill.create_wave(objects).await;
+    drill.wait_for_deployments(objects / 3).await;
+    let at_fault = drill.progress(objects).await;
 
     let killed = Instant::now();
     let status = drill.operator.kill();
@@ -83,7 +83,7 @@ async fn drill() {
 
     // From here on failures show the new leader's log.
     std::mem::swap(&mut drill.operator, &mut standby);
-    let recovery = drill.wait_converged(OBJECTS).await;
+    let recovery = drill.wait_converged(objects).await;
     let total = killed.elapsed();
     let status = drill.operator.exited();
     assert!(
@@ -92,7 +92,7 @@ async fn drill() {
         drill.operator.tail()
     );
     eprintln!(
-        "drill leader-killed: {OBJECTS} objects; at the kill {} Deployments, {} converged; the \
+        "drill leader-killed: {objects} objects; at the kill {} Deployments, {} converged; the \
          standby led {took_over:.1?} after the kill and reconciled {first_reconcile:.1?} after it; \
          converged {total:.1?} after the kill ({recovery:.1?} after the takeover)",
         at_fault.0, at_fault.1

@@ -6,11 +6,15 @@
 
 mod support;
 
-use support::DRILL_BUDGET;
+use support::{DRILL_BUDGET, objects, scaled};
 
 #[tokio::test]
 async fn three_replicas_share_a_wave_through_a_kill_and_a_join() {
-    tokio::time::timeout(DRILL_BUDGET, support::shards::drill(300, true))
+    let objects = objects(300);
+    tokio::time::timeout(
+        scaled(DRILL_BUDGET, objects),
+        support::shards::drill(objects, true),
+    )
         .await
         .expect("the drill took longer than its budget");
 }

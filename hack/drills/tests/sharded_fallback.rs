@@ -4,11 +4,15 @@
 
 mod support;
 
-use support::DRILL_BUDGET;
+use support::{DRILL_BUDGET, objects, scaled};
 
 #[tokio::test]
 async fn replicas_filtering_on_the_client_share_a_wave_through_a_kill_and_a_join() {
-    tokio::time::timeout(DRILL_BUDGET, support::shards::drill(300, false))
+    let objects = objects(300);
+    tokio::time::timeout(
+        scaled(DRILL_BUDGET, objects),
+        support::shards::drill(objects, false),
+    )
         .await
         .expect("the drill took longer than its budget");
 }

@@ -30,6 +30,22 @@ pub const IMAGE: &str = "registry.example/memcached:1.6.38-drill";
 pub const CONVERGE_BUDGET: Duration = Duration::from_secs(90);
 /// How long a whole drill may take, cluster start included.
 pub const DRILL_BUDGET: Duration = Duration::from_secs(240);
+/// The wave the budgets above are made for.
+const BUDGETED_OBJECTS: usize = 300;
+
+/// How many objects a drill's wave has: `DRILLS_OBJECTS` when set (to try a drill at scale), else the
+/// drill's own number, the one CI runs.
+pub fn objects(default: usize) -> usize {
+    match std::env::var("DRILLS_OBJECTS") {
+        Ok(text) => text.parse().expect("DRILLS_OBJECTS is a number of objects"),
+        Err(_) => default,
+    }
+}
+
+/// `budget` for a wave of `objects`: as it is up to [`BUDGETED_OBJECTS`], in proportion above.
+pub fn scaled(budget: Duration, objects: usize) -> Duration {
+    budget.mul_f64((objects as f64 / BUDGETED_OBJECTS as f64).max(1.0))
+}
 /// kube-controller-manager's client limits: its default of 20 requests per second, not the operator,
 /// would set the pace of a wave of Deployments.
 const CONTROLLER_MANAGER_FLAGS: &str = "--kube-api-qps=300 --kube-api-burst=600";
@@ -90,7 +106,8 @@ impl Drill {
     /// Waits until at least `count` Deployments exist: the wave is under way.
     pub async fn wait_for_deployments(&self, count: usize) {
         let api: Api<Deployment> = Api::namespaced(self.client(), NAMESPACE);
-        let deadline = Instant::now() + CONVERGE_BUDGET;
+        let budget = scaled(CONVERGE_BUDGET, count * 3);
+        let deadline = Instant::now() + budget;
         loop {
             let made = api.list(&Default::default()).await.map(|l| l.items.len());
             if made.as_ref().is_ok_and(|made| *made >= count) {
@@ -98,7 +115,7 @@ impl Drill {
             }
             assert!(
                 Instant::now() < deadline,
-                "fewer than {count} Deployments after {CONVERGE_BUDGET:?} ({made:?}); {}",
+                "fewer than {count} Deployments after {budget:?} ({made:?}); {}",
                 self.operator.tail()
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -109,6 +126,7 @@ impl Drill {
     /// that took. Fails the drill with the problems and the operator's log after [`CONVERGE_BUDGET`].
     pub async fn wait_converged(&self, expected: usize) -> Duration {
         let since = Instant::now();
+        let budget = scaled(CONVERGE_BUDGET, expected);
         let mut problems;
         loop {
             problems = match end_state_problems(&self.client(), expected).await {
@@ -116,14 +134,14 @@ impl Drill {
                 Ok(problems) => problems,
                 Err(error) => vec![format!("cannot read the state: {error}")],
             };
-            if since.elapsed() > CONVERGE_BUDGET {
+            if since.elapsed() > budget {
                 break;
             }
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
         let shown: Vec<&String> = problems.iter().take(15).collect();
         panic!(
-            "not converged {CONVERGE_BUDGET:?} after the fault: {} problems, e.g. {shown:#?}\n{}",
+            "not converged {budget:?} after the fault: {} problems, e.g. {shown:#?}\n{}",
             problems.len(),
             self.operator.tail()
         );
@@ -148,7 +166,7 @@ pub fn name(i: usize) -> String {
     format!("memcached-{i}")
 }
 
-/// 1, except 2 for every 20th: 300 objects fit the 330 Pods the three fake nodes take.
+/// 1, except 2 for every 20th: a wave of up to 4,000 objects fits the Pods the fake nodes take.
 pub fn size(i: usize) -> i32 {
     if i % 20 == 1 { 2 } else { 1 }
 }

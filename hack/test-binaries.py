@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Runs the test binaries of a `cargo test` several at a time.
+
+`cargo test` runs one test binary after another. Most of our binaries spend their time waiting on a
+control plane (a Lease to expire, a watch to time out, pods to start), so two cores can run two of them
+at once. This script builds them with `cargo test --no-run`, then runs them JOBS at a time, the
+slowest first (by the durations it recorded last time), as cargo would: from the package's directory,
+with the package's environment. Doc tests, which `--no-run` does not build, run as one more job.
+
+Each binary's output is printed whole when it ends, under a header with its time; the script fails when
+any binary fails, and lists the failures last.
+
+    hack/test-binaries.py [--jobs N] [--doc] CARGO_TEST_ARGS... [-- BINARY_ARGS...]
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+
+def built_binaries(cargo_args):
+    """Builds the test binaries and returns (name, executable, package directory, package name)."""
+    command = ["cargo", "test", "--no-run", "--message-format=json-render-diagnostics", *cargo_args]
+    build = subprocess.run(command, stdout=subprocess.PIPE, text=True)
+    if build.returncode != 0:
+        sys.exit(f"test-binaries: `{' '.join(command)}` failed (exit {build.returncode})")
+    binaries = []
+    for line in build.stdout.splitlines():
+        message = json.loads(line)
+        if message.get("reason") != "compiler-artifact" or not message.get("executable"):
+            continue
+        if not message["profile"]["test"]:
+            continue
+        package_dir = Path(message["manifest_path"]).parent
+        package = package_dir.name
+        target = message["target"]
+        kind = "unittests" if target["kind"] != ["test"] else "tests"
+        binaries.append((f"{package} {kind} {target['name']}", message["executable"], package_dir))
+    return binaries
+
+
+def durations_file():
+    target = os.environ.get("CARGO_TARGET_DIR", "target")
+    return Path(target) / "test-binaries-durations.json"
+
+
+def load_durations():
+    try:
+        return json.loads(durations_file().read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+class Printer:
+    """Prints each job's output whole, one job at a time."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+
+    def report(self, name, seconds, returncode, output):
+        verdict = "ok" if returncode == 0 else f"FAILED (exit {returncode})"
+        with self.lock:
+            print(f"==> {name}: {verdict} in {seconds:.0f}s", flush=True)
+            sys.stdout.write(output)
+            if output and not output.endswith("\n"):
+                sys.stdout.write("\n")
+            sys.stdout.flush()
+
+
+def run(name, command, cwd, env, printer):
+    started = time.monotonic()
+    done = subprocess.run(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, errors="replace")
+    seconds = time.monotonic() - started
+    printer.report(name, seconds, done.returncode, done.stdout)
+    return name, seconds, done.returncode
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=int(os.environ.get("TEST_JOBS", "2")),
+                        help="binaries run at once (default: TEST_JOBS, else 2)")
+    parser.add_argument("--doc", action="store_true", help="also run the doc tests, as one job")
+    args, rest = parser.parse_known_args()
+    if "--" in rest:
+        split = rest.index("--")
+        cargo_args, binary_args = rest[:split], rest[split + 1:]
+    else:
+        cargo_args, binary_args = rest, []
+
+    binaries = built_binaries(cargo_args)
+    if not binaries:
+        sys.exit("test-binaries: cargo built no test binary")
+    jobs = []
+    for name, executable, package_dir in binaries:
+        env = dict(os.environ, CARGO_MANIFEST_DIR=str(package_dir))
+        jobs.append((name, [executable, *binary_args], package_dir, env))
+    if args.doc:
+        doc = ["cargo", "test", "--doc", *cargo_args, "--", *binary_args]
+        jobs.append(("doc tests", doc, Path.cwd(), dict(os.environ)))
+
+    previous = load_durations()
+    jobs.sort(key=lambda job: -previous.get(job[0], 0.0))
+    printer = Printer()
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        results = list(pool.map(lambda job: run(*job, printer), jobs))
+
+    durations = dict(previous)
+    durations.update({name: round(seconds, 1) for name, seconds, _ in results})
+    try:
+        durations_file().parent.mkdir(parents=True, exist_ok=True)
+        durations_file().write_text(json.dumps(durations, indent=1, sort_keys=True) + "\n")
+    except OSError as error:
+        print(f"test-binaries: could not record the durations: {error}", file=sys.stderr)
+
+    failed = [name for name, _, code in results if code != 0]
+    total = time.monotonic() - started
+    print(f"==> {len(results)} test binaries, {args.jobs} at a time: {total:.0f}s; "
+          f"{len(failed)} failed", flush=True)
+    for name in failed:
+        print(f"FAILED: {name}", file=sys.stderr)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
