@@ -104,7 +104,7 @@ TEST_BINARIES := python3 hack/test-binaries.py
 .PHONY: test-runtime
 test-runtime: build envtest ## Test rustbuilder-runtime and rustbuilder-envtest on a real control plane.
 	$(step-start)
-	KUBEBUILDER_ASSETS="$(ASSETS)" $(TEST_BINARIES) --doc --locked -p rustbuilder-runtime -p rustbuilder-envtest
+	KUBEBUILDER_ASSETS="$(ASSETS)" $(TEST_BINARIES) --doc --example-env TEST_MANAGER_BIN=manager --locked -p rustbuilder-runtime -p rustbuilder-envtest
 	$(step-end)
 
 .PHONY: testdata

@@ -6,11 +6,13 @@ control plane (a Lease to expire, a watch to time out, pods to start), so two co
 at once. This script builds them with `cargo test --no-run`, then runs them JOBS at a time, the
 slowest first (by the durations it recorded last time), as cargo would: from the package's directory,
 with the package's environment. Doc tests, which `--no-run` does not build, run as one more job.
+`--example-env VAR=NAME` hands the tests the example NAME that the same build made, in VAR, so that no
+test binary runs cargo itself (they would wait on each other for cargo's lock).
 
 Each binary's output is printed whole when it ends, under a header with its time; the script fails when
 any binary fails, and lists the failures last.
 
-    hack/test-binaries.py [--jobs N] [--doc] CARGO_TEST_ARGS... [-- BINARY_ARGS...]
+    hack/test-binaries.py [--jobs N] [--doc] [--example-env VAR=NAME] CARGO_TEST_ARGS... [-- BINARY_ARGS...]
 """
 
 import argparse
@@ -25,16 +27,18 @@ from pathlib import Path
 
 
 def built_binaries(cargo_args):
-    """Builds the test binaries and returns (name, executable, package directory, package name)."""
+    """Builds the test binaries; returns [(name, executable, package directory)] and {example: executable}."""
     command = ["cargo", "test", "--no-run", "--message-format=json-render-diagnostics", *cargo_args]
     build = subprocess.run(command, stdout=subprocess.PIPE, text=True)
     if build.returncode != 0:
         sys.exit(f"test-binaries: `{' '.join(command)}` failed (exit {build.returncode})")
-    binaries = []
+    binaries, examples = [], {}
     for line in build.stdout.splitlines():
         message = json.loads(line)
         if message.get("reason") != "compiler-artifact" or not message.get("executable"):
             continue
+        if message["target"]["kind"] == ["example"]:
+            examples[message["target"]["name"]] = message["executable"]
         if not message["profile"]["test"]:
             continue
         package_dir = Path(message["manifest_path"]).parent
@@ -42,7 +46,7 @@ def built_binaries(cargo_args):
         target = message["target"]
         kind = "unittests" if target["kind"] != ["test"] else "tests"
         binaries.append((f"{package} {kind} {target['name']}", message["executable"], package_dir))
-    return binaries
+    return binaries, examples
 
 
 def durations_file():
@@ -87,6 +91,8 @@ def main():
     parser.add_argument("--jobs", type=int, default=int(os.environ.get("TEST_JOBS", "2")),
                         help="binaries run at once (default: TEST_JOBS, else 2)")
     parser.add_argument("--doc", action="store_true", help="also run the doc tests, as one job")
+    parser.add_argument("--example-env", action="append", default=[], metavar="VAR=NAME",
+                        help="set VAR to the path of the example NAME built with the tests")
     args, rest = parser.parse_known_args()
     if "--" in rest:
         split = rest.index("--")
@@ -94,12 +100,18 @@ def main():
     else:
         cargo_args, binary_args = rest, []
 
-    binaries = built_binaries(cargo_args)
+    binaries, examples = built_binaries(cargo_args)
     if not binaries:
         sys.exit("test-binaries: cargo built no test binary")
+    example_env = {}
+    for pair in args.example_env:
+        var, _, example = pair.partition("=")
+        if example not in examples:
+            sys.exit(f"test-binaries: the build made no example {example!r} (made: {sorted(examples)})")
+        example_env[var] = examples[example]
     jobs = []
     for name, executable, package_dir in binaries:
-        env = dict(os.environ, CARGO_MANIFEST_DIR=str(package_dir))
+        env = dict(os.environ, CARGO_MANIFEST_DIR=str(package_dir), **example_env)
         jobs.append((name, [executable, *binary_args], package_dir, env))
     if args.doc:
         doc = ["cargo", "test", "--doc", *cargo_args, "--", *binary_args]

@@ -15,6 +15,6 @@ async fn three_replicas_share_a_wave_through_a_kill_and_a_join() {
         scaled(DRILL_BUDGET, objects),
         support::shards::drill(objects, true),
     )
-        .await
-        .expect("the drill took longer than its budget");
+    .await
+    .expect("the drill took longer than its budget");
 }

@@ -13,6 +13,6 @@ async fn replicas_filtering_on_the_client_share_a_wave_through_a_kill_and_a_join
         scaled(DRILL_BUDGET, objects),
         support::shards::drill(objects, false),
     )
-        .await
-        .expect("the drill took longer than its budget");
+    .await
+    .expect("the drill took longer than its budget");
 }
