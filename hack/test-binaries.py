@@ -106,9 +106,10 @@ def main():
     example_env = {}
     for pair in args.example_env:
         var, _, example = pair.partition("=")
-        if example not in examples:
-            sys.exit(f"test-binaries: the build made no example {example!r} (made: {sorted(examples)})")
-        example_env[var] = examples[example]
+        if example in examples:
+            example_env[var] = examples[example]
+        else:  # e.g. a run filtered with `--test`: the tests build the example themselves
+            print(f"test-binaries: the build made no example {example!r}; {var} is not set", file=sys.stderr)
     jobs = []
     for name, executable, package_dir in binaries:
         env = dict(os.environ, CARGO_MANIFEST_DIR=str(package_dir), **example_env)
