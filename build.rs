@@ -52,11 +52,16 @@ fn main() {
         "/// Every vendored file: its path under the project's `rustbuilder/`, and its bytes.\n\
          pub static FILES: &[(&str, &[u8])] = &[\n",
     );
+    // Paths relative to the package, joined at compile time: the build script's output is reused by a
+    // checkout elsewhere that shares the target dir (cargo hashes a path package by its path relative to
+    // the workspace), and an absolute path would embed the other checkout's files.
     for (relative, path) in &files {
+        let from_root = path.strip_prefix(&root).expect("under the package");
+        let from_root = from_root.to_string_lossy().replace('\\', "/");
         let _ = writeln!(
             out,
-            "    ({relative:?}, include_bytes!({:?})),",
-            path.display().to_string()
+            "    ({relative:?}, include_bytes!(concat!(env!(\"CARGO_MANIFEST_DIR\"), {:?}))),",
+            format!("/{from_root}")
         );
     }
     out.push_str("];\n");

@@ -22,7 +22,8 @@ Markers are HTML comments, invisible when the Markdown is rendered:
 
 Usage: doc-test.py [--snippets-only] FILE.md...
 Documents whose commands, files written and expected outputs are exactly earlier ones' (a translation) run once.
-Runs in a fresh temporary directory with rustbuilder on PATH; needs KUBEBUILDER_ASSETS for the cluster.
+Each chain of documents (one shell) runs in a fresh temporary directory with rustbuilder on PATH; chains run
+TEST_JOBS at a time (default 2), each one's output printed whole when it ends. Needs KUBEBUILDER_ASSETS.
 """
 
 import os
@@ -32,7 +33,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MARKER = re.compile(r"^<!--\s*(snippet|run|expect|write|continues|same-as)\s*(?::\s*(.*?))?\s*-->\s*$")
@@ -110,7 +113,8 @@ def matches(expected, output):
 class Shell:
     """One bash process for the whole document; each block's output is delimited by a sentinel."""
 
-    def __init__(self, workdir, env):
+    def __init__(self, workdir, env, log):
+        self.log = log
         self.proc = subprocess.Popen(
             ["bash", "--noprofile", "--norc"], cwd=workdir, env=env, text=True,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
@@ -131,7 +135,7 @@ class Shell:
             if line.startswith(sentinel):
                 return int(line.split()[1]), "".join(output)
             output.append(line)
-            sys.stdout.write("    " + line)
+            self.log.append("    " + line)
             if time.time() > deadline:
                 return 1, "".join(output) + "\n(timed out)"
 
@@ -174,6 +178,16 @@ class Shell:
         self.proc.wait()
 
 
+def project_name(chain):
+    """The directory the chain's first `mkdir` makes (its project's name), or the chain's first file."""
+    for path in chain:
+        for kind, _, code, _ in blocks(path):
+            match = re.search(r"\bmkdir\s+(?:-p\s+)?([\w.-]+)", code) if kind == "run" else None
+            if match:
+                return match.group(1)
+    return chain[0]
+
+
 def continued(path):
     """The document `path` continues (its `continues` marker), or None."""
     other = next((argument for kind, argument, _, _ in blocks(path) if kind == "continues"), None)
@@ -199,10 +213,11 @@ def chains(files):
     return result
 
 
-def run_documents(chain, env):
-    """Runs the documents of `chain` one after the other in one shell; stops at the first failure."""
+def run_documents(chain, env, log):
+    """Runs the documents of `chain` one after the other in one shell; stops at the first failure.
+    What it did and printed goes to the list `log`."""
     workdir = tempfile.mkdtemp(prefix="doc-test-")
-    shell = Shell(workdir, env)
+    shell = Shell(workdir, env, log)
     failures = []
     try:
         for path in chain:
@@ -212,6 +227,24 @@ def run_documents(chain, env):
     finally:
         shell.close()
         shutil.rmtree(workdir, ignore_errors=True)
+    return failures
+
+
+PRINTING = threading.Lock()
+
+
+def run_chain(chain, env):
+    """Runs a chain (run_documents) and prints its log whole, under a header with its verdict and time."""
+    started, log = time.time(), []
+    try:
+        failures = run_documents(chain, env, log)
+    except Exception as error:  # a broken chain must not hide the others' results
+        failures = [f"{chain[0]}: doc-test failed: {error!r}"]
+    verdict = "ok" if not failures else "FAILED"
+    with PRINTING:
+        print(f"==> {' + '.join(chain)}: {verdict} in {time.time() - started:.0f}s", flush=True)
+        sys.stdout.write("".join(log))
+        sys.stdout.flush()
     return failures
 
 
@@ -241,13 +274,13 @@ def run_blocks(path, shell, workdir, env):
     for kind, argument, code, line in blocks(path):
         if kind == "run" and argument.startswith("background"):
             until = dict(a.split("=", 1) for a in argument.split()[1:]).get("until")
-            print(f"{path}:{line}: background: {code.strip()}")
+            shell.log.append(f"{path}:{line}: background: {code.strip()}\n")
             ok, log = shell.start_background(code, until, workdir, env)
             if not ok:
                 failures.append(f"{path}:{line}: the background command never produced {until}:\n{log}")
                 break
         elif kind == "run":
-            print(f"{path}:{line}: $ {code.strip()}")
+            shell.log.append(f"{path}:{line}: $ {code.strip()}\n")
             status, last_output = shell.run(code)
             if status != 0:
                 failures.append(f"{path}:{line}: exited with {status}:\n{last_output[-3000:]}")
@@ -255,14 +288,14 @@ def run_blocks(path, shell, workdir, env):
         elif kind == "write":
             dest, source = WRITE.match(argument).groups()
             target = os.path.join(shell.run("pwd")[1].strip(), dest)
-            print(f"{path}:{line}: write {dest} (from {source})")
+            shell.log.append(f"{path}:{line}: write {dest} (from {source})\n")
             os.makedirs(os.path.dirname(target), exist_ok=True)
             shutil.copyfile(os.path.join(ROOT, source), target)
         elif kind == "same-as":
             golden, *rest = argument.split()
             ignored = rest[1:] if rest[:1] == ["except"] else rest
             found = differences(shell.run("pwd")[1].strip(), golden, ignored)
-            print(f"{path}:{line}: the project is {golden}" + (f", but: {found}" if found else ""))
+            shell.log.append(f"{path}:{line}: the project is {golden}" + (f", but: {found}" if found else "") + "\n")
             if found:
                 failures.append(f"{path}:{line}: the project differs from {golden}:\n" + "\n".join(found))
                 break
@@ -291,16 +324,29 @@ def main(argv):
         # A translation runs the same commands as its original: running them again would prove nothing
         # new, so documents whose commands, files written and expected outputs equal earlier ones' run once
         # (a chain of documents as a whole).
-        ran = {}
+        ran, to_run = {}, []
         for chain in chains(files):
             commands = [(k, a, c) for path in chain for k, a, c, _ in blocks(path)
                         if k in ("run", "expect", "write", "same-as")]
             key = repr(commands)
             if commands and key in ran:
-                print(f"{' + '.join(chain)}: the same commands as {ran[key]}, which ran them")
+                print(f"{' + '.join(chain)}: the same commands as {ran[key]}, which run them")
                 continue
             ran[key] = " + ".join(chain)
-            failures += run_documents(chain, env)
+            to_run.append(chain)
+        # Two chains that make a project of the same name build the same cargo package (cargo names a
+        # standalone package's artifacts after its name, wherever it lies) in the shared target dir, so
+        # they must not run at once: such chains form a group that runs one chain after the other.
+        groups = {}
+        for chain in to_run:
+            groups.setdefault(project_name(chain), []).append(chain)
+        # The longest group first, as it is likely to finish last.
+        ordered = sorted(groups.values(), key=lambda group: -sum(os.path.getsize(p) for c in group for p in c))
+        jobs = max(1, int(os.environ.get("TEST_JOBS", "2")))
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            run_group = lambda group: [f for chain in group for f in run_chain(chain, env)]
+            for group_failures in pool.map(run_group, ordered):
+                failures += group_failures
     for failure in failures:
         print(f"FAIL {failure}", file=sys.stderr)
     print(f"{len(files)} document(s): {'ok' if not failures else f'{len(failures)} failure(s)'}")

@@ -42,9 +42,14 @@ def built_binaries(cargo_args):
         if not message["profile"]["test"]:
             continue
         package_dir = Path(message["manifest_path"]).parent
-        package = package_dir.name
+        # `path+file:///dir#name@0.1.0`, or `path+file:///dir/name#0.1.0` when the name is the dir's.
+        spec = message["package_id"].rsplit("#", 1)[-1]
+        package = spec.split("@")[0] if "@" in spec else package_dir.name
         target = message["target"]
-        kind = "unittests" if target["kind"] != ["test"] else "tests"
+        if target["kind"] == ["test"]:
+            kind = "tests"
+        else:
+            kind = "bin unittests" if "bin" in target["kind"] else "unittests"
         binaries.append((f"{package} {kind} {target['name']}", message["executable"], package_dir))
     return binaries, examples
 
