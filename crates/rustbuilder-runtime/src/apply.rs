@@ -12,6 +12,10 @@
 //! `managedFields` entry (the [`owned`](crate::owned) cache keeps it), a field it set before and no
 //! longer sets is a difference too: the apply removes it.
 //!
+//! In a replica of a sharded operator (a [`shard`](crate::shard) member), an object with a controller
+//! owner is applied with the owner's bucket label ([`BUCKET_LABEL`](crate::shard::BUCKET_LABEL)), by
+//! which the replicas select their children.
+//!
 //! ```no_run
 //! # use k8s_openapi::api::core::v1::ConfigMap;
 //! # use kube::api::ObjectMeta;
@@ -43,6 +47,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tracing::debug;
+
+use crate::shard::bucket;
 
 /// What [`apply`] did.
 #[derive(Clone, Debug, PartialEq)]
@@ -97,6 +103,8 @@ where
     let Some(name) = desired.meta().name.clone() else {
         return Err(invalid("the desired object has no metadata.name"));
     };
+    // In a shard member, a child carries its owner's bucket, by which the members select it.
+    let desired = &*bucket::labelled(desired);
     if let Some(current) = current {
         let actual = actual_value(current)?;
         let wanted = serde_json::to_value(desired).map_err(kube::Error::SerdeError)?;
@@ -167,6 +175,7 @@ where
     let (Some(current), Some(name)) = (current, desired.meta().name.as_deref()) else {
         return apply(api, current, desired, field_manager).await;
     };
+    let desired = &*bucket::labelled(desired);
     let mut actual = actual_value(current)?;
     let wanted = serde_json::to_value(desired).map_err(kube::Error::SerdeError)?;
     let comparison = Comparison::of(&actual, field_manager);

@@ -100,8 +100,9 @@ where
     pub(crate) fn start(manager: &Manager) -> Self {
         let config = watcher::Config::default().labels(&ours(manager));
         Owned {
-            // With `--sharding`, only the children of this replica's objects.
-            objects: manager.cache_of_shard(manager.api::<K>(), config, ShardKey::ControllerOwner),
+            // With `--sharding`, only the children of this replica's objects: the manager's `apply`
+            // labels each with its owner's bucket, and the API server selects by it.
+            objects: manager.cache_of_shard(manager.api::<K>(), config, ShardKey::OwnerBucket),
             others: None,
             manager: manager.clone(),
         }

@@ -20,10 +20,12 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use rustbuilder_envtest::TestEnv;
 use rustbuilder_runtime::Manager;
+use rustbuilder_runtime::apply;
 use rustbuilder_runtime::cache::Cache;
 use rustbuilder_runtime::manager::leader::Timing;
 use rustbuilder_runtime::shard::{
-    self, Filtering, GROUP_LABEL, Membership, Range, Ranges, Shard, ShardKey, Transition,
+    self, BUCKET_LABEL, Filtering, GROUP_LABEL, Membership, Range, Ranges, Shard, ShardKey,
+    Transition,
 };
 use support::eventually;
 
@@ -127,6 +129,14 @@ async fn split_between_two_members(env: &TestEnv, filtering: Filtering) {
             .map(|owner| format!("child-of-{owner}"))
             .collect()
     };
+    // The children a member applies: labelled with their owner's bucket (below).
+    let applied_in = |ranges: &Ranges| -> BTreeSet<String> {
+        let owners = names_in(&all, ranges);
+        owners
+            .iter()
+            .map(|owner| format!("applied-{owner}"))
+            .collect()
+    };
 
     assert_eq!(shard::detect(&api).await.unwrap(), filtering);
     for ranges in [
@@ -211,15 +221,46 @@ async fn split_between_two_members(env: &TestEnv, filtering: Filtering) {
             let cache = Cache::sharded(&manager, api.clone(), config, &shard, ShardKey::Uid);
             let config = watcher::Config::default().labels(&format!("{LABEL}=child"));
             let key = ShardKey::ControllerOwner;
-            let children = Cache::sharded(&manager, api, config, &shard, key);
+            let children = Cache::sharded(&manager, api.clone(), config, &shard, key);
+            // Both kinds of children, selected by their bucket label.
+            let config = watcher::Config::default().labels(&format!("{LABEL} in (child,applied)"));
+            let key = ShardKey::OwnerBucket;
+            let bucketed = Cache::sharded(&manager, api, config, &shard, key);
             Replica {
                 manager,
                 shard,
                 cache,
                 children,
+                bucketed,
             }
         })
         .collect();
+    // A second child of each owner, applied by this process, now a shard member: it carries the
+    // owner's bucket, and the first child does not.
+    for owner in &all {
+        let child = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(format!("applied-{}", owner.name_any())),
+                namespace: Some("default".into()),
+                labels: Some([(LABEL.to_string(), "applied".to_string())].into()),
+                owner_references: Some(vec![OwnerReference {
+                    api_version: "v1".into(),
+                    kind: "ConfigMap".into(),
+                    name: owner.name_any(),
+                    uid: owner.uid().unwrap(),
+                    controller: Some(true),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let applied = apply::apply(&api, None, &child, "shard-test")
+            .await
+            .unwrap();
+        let bucket = shard::bucket(shard::hash(&owner.uid().unwrap()));
+        assert_eq!(applied.object().labels()[BUCKET_LABEL], bucket);
+    }
 
     // Each cache holds exactly the objects of its member's range, and the two ranges split the
     // space in halves.
@@ -230,6 +271,9 @@ async fn split_between_two_members(env: &TestEnv, filtering: Filtering) {
                 && member.cache.is_synced()
                 && names(&member.cache) == names_in(&all, &held)
                 && names(&member.children) == children_in(&held)
+                // Only the labelled children: the API server selected by the label, not the
+                // cache (which would keep the unlabelled children of the member's owners too).
+                && names(&member.bucketed) == applied_in(&held)
         })
     })
     .await;
@@ -262,6 +306,12 @@ async fn split_between_two_members(env: &TestEnv, filtering: Filtering) {
         filtering == Filtering::Server,
         "watches with a shardSelector: {selected:?}"
     );
+    let by_bucket = uris.iter().filter(|u| u.contains("watch=true"));
+    let by_bucket: Vec<&String> = by_bucket.filter(|u| u.contains("shard-bucket")).collect();
+    assert!(
+        !by_bucket.is_empty(),
+        "no watch selects by the bucket label: {uris:?}"
+    );
 
     // A new object reaches one cache only, by the watch.
     create_configmaps(&api, "after", 1).await;
@@ -288,13 +338,22 @@ async fn split_between_two_members(env: &TestEnv, filtering: Filtering) {
         shard: staying,
         cache,
         children,
+        bucketed,
         ..
     } = &members[1];
     let mut everything = everything;
     everything.insert("after-0".into());
     let took_over = eventually(Duration::from_secs(5), async || {
         let held = staying.state().borrow().held.clone();
-        held.is_full() && names(cache) == everything && names(children) == children_in(&held)
+        // Holding the whole space, the member selects no bucket: every child, labelled or not.
+        let every_child = children_in(&held)
+            .union(&applied_in(&held))
+            .cloned()
+            .collect();
+        held.is_full()
+            && names(cache) == everything
+            && names(children) == children_in(&held)
+            && names(bucketed) == every_child
     })
     .await;
     assert!(
@@ -314,6 +373,7 @@ struct Replica {
     shard: Shard,
     cache: Cache<ConfigMap>,
     children: Cache<ConfigMap>,
+    bucketed: Cache<ConfigMap>,
 }
 
 #[tokio::test]

@@ -135,8 +135,12 @@ impl Membership {
     }
 
     /// Creates this member's Lease and keeps it in the group in the background until
-    /// [`Shard::stop`]. Must be called within a Tokio runtime.
+    /// [`Shard::stop`]. From then on, the objects this process applies with a controller owner carry
+    /// the owner's bucket ([`BUCKET_LABEL`](super::BUCKET_LABEL)). Must be called within a Tokio
+    /// runtime.
     pub fn start(self) -> Shard {
+        // What this process applies from now on carries its owner's bucket (see `BUCKET_LABEL`).
+        super::bucket::label_children();
         let lease_name = lease_name(&self.group, &self.identity);
         let (state, _) = watch::channel(ShardState::default());
         let (stop, stop_requested) = watch::channel(false);

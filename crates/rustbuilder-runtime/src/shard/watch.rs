@@ -14,6 +14,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
+use super::bucket;
 use super::client::{Filtering, applies_selector, selecting_client};
 use super::member::ShardState;
 use super::range::{Ranges, hash};
@@ -29,6 +30,11 @@ pub enum ShardKey {
     /// that they live in the same shard as their owner. The API server cannot select by it, so the
     /// cache filters on the client: it saves memory, not watch traffic.
     ControllerOwner,
+    /// Its controller owner's, like [`ShardKey::ControllerOwner`], for objects that carry their
+    /// owner's bucket ([`BUCKET_LABEL`](super::BUCKET_LABEL), written by the runtime's `apply` in a
+    /// shard member): the API server selects them by that label, so a member receives about its
+    /// part of them. An object without the label is not seen.
+    OwnerBucket,
 }
 
 impl ShardKey {
@@ -37,6 +43,7 @@ impl ShardKey {
         match self {
             ShardKey::Uid => "uid",
             ShardKey::ControllerOwner => "controller_owner",
+            ShardKey::OwnerBucket => "owner_bucket",
         }
     }
 
@@ -45,7 +52,9 @@ impl ShardKey {
         let own = || object.meta().uid.as_deref().unwrap_or_default();
         let uid = match self {
             ShardKey::Uid => own(),
-            ShardKey::ControllerOwner => controller_of(object).map_or_else(own, |o| &o.uid),
+            ShardKey::ControllerOwner | ShardKey::OwnerBucket => {
+                controller_of(object).map_or_else(own, |o| &o.uid)
+            }
         };
         hash(uid)
     }
@@ -72,6 +81,13 @@ where
     let start = async move {
         let filtering = match key {
             ShardKey::ControllerOwner => Filtering::Client,
+            ShardKey::OwnerBucket => {
+                info!(
+                    kind,
+                    "sharded watches: the owner's bucket label, selected server-side"
+                );
+                Filtering::Client
+            }
             ShardKey::Uid => filtering_of(&api, &lease_namespace).await,
         };
         let held = state.borrow_and_update().held.clone();
@@ -176,9 +192,14 @@ where
         }
         _ => api.clone(),
     };
+    let mut config = config.clone();
+    if let (ShardKey::OwnerBucket, Some(buckets)) = (key, bucket::selector(held)) {
+        let labels = config.label_selector.take();
+        config.label_selector = Some(labels.map_or(buckets.clone(), |l| format!("{l},{buckets}")));
+    }
     let (held, store) = (held.clone(), store.clone());
-    // Filtered here too when the server selects: the same hash, so it changes nothing then.
-    watcher(api, config.clone())
+    // Filtered here too when the server selects: the same hash (or buckets that hold a little more).
+    watcher(api, config)
         .default_backoff()
         .filter_map(move |event| {
             let kept = match event {
