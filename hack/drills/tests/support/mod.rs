@@ -91,8 +91,13 @@ impl Drill {
 
     /// Creates `memcached-0` … `memcached-{n-1}` (sizes from [`size`]), 16 requests at a time.
     pub async fn create_wave(&self, n: usize) {
+        self.create_objects(0..n).await;
+    }
+
+    /// Creates the objects numbered `numbers` (`memcached-<i>`), 16 at a time.
+    pub async fn create_objects(&self, numbers: std::ops::Range<usize>) {
         let api: Api<Memcached> = Api::namespaced(self.client(), NAMESPACE);
-        futures::stream::iter(0..n)
+        futures::stream::iter(numbers)
             .map(|i| {
                 let api = api.clone();
                 async move { create(&api, &name(i), size(i)).await }
