@@ -3,21 +3,26 @@
 //!
 //! - A candidate takes the Lease when it does not exist, has no holder, or its holder has not renewed
 //!   it for `leaseDurationSeconds`. "Not renewed" is judged on this process's clock, from when it last
-//!   saw the Lease change, so clock skew between nodes does not matter. Writes carry the
+//!   saw the Lease change, so clock skew between nodes does not matter. A candidate watches the Lease
+//!   besides reading it every retry period, so it sees each renewal as it happens and takes over
+//!   `leaseDurationSeconds` after the last one, not up to a retry period later. Writes carry the
 //!   `resourceVersion` that was read, so of two candidates only one can win.
 //! - The leader renews every [`Timing::retry_period`]. If it cannot for [`Timing::renew_deadline`], or
 //!   sees another holder, it has lost: the manager must stop at once (it exits non-zero), before a
 //!   follower can take over.
-//! - On a clean shutdown the leader clears the holder, and a follower takes over at its next try
-//!   instead of waiting for the Lease to expire.
+//! - On a clean shutdown the leader clears the holder, and a follower, which sees it by its watch,
+//!   takes over at once instead of waiting for the Lease to expire.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, watcher};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{debug, error, info, warn};
@@ -147,6 +152,11 @@ impl LeaderElection {
         let lease = self.name.as_str();
         let mut observed = None;
         let mut last_holder = String::new();
+        // Each change of the Lease wakes the candidate, which reads it at once: the holder's last
+        // renewal is then seen when it happens. (A watch that fails only leaves the retry period.)
+        let only_ours = watcher::Config::default().fields(&format!("metadata.name={lease}"));
+        let changes = watcher(self.leases.clone(), only_ours).default_backoff();
+        let mut changes = std::pin::pin!(changes);
         loop {
             let mut next_try = self.timing.retry_period;
             match self.try_acquire_or_renew(&mut observed).await {
@@ -162,7 +172,10 @@ impl LeaderElection {
                 Ok(Attempt::Conflict) => {}
                 Err(error) => warn!(lease, %error, "cannot read or write the lease"),
             }
-            tokio::time::sleep(next_try).await;
+            tokio::select! {
+                () = tokio::time::sleep(next_try) => {}
+                Some(_) = changes.next() => {}
+            }
         }
     }
 
