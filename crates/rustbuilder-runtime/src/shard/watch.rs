@@ -194,8 +194,10 @@ where
     };
     let mut config = config.clone();
     if let (ShardKey::OwnerBucket, Some(buckets)) = (key, bucket::selector(held)) {
-        let labels = config.label_selector.take();
-        config.label_selector = Some(labels.map_or(buckets.clone(), |l| format!("{l},{buckets}")));
+        config.label_selector = Some(match config.label_selector.take() {
+            Some(labels) => format!("{labels},{buckets}"),
+            None => buckets,
+        });
     }
     let (held, store) = (held.clone(), store.clone());
     // Filtered here too when the server selects: the same hash (or buckets that hold a little more).
