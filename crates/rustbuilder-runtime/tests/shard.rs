@@ -64,6 +64,27 @@ fn names_in(configmaps: &[ConfigMap], ranges: &Ranges) -> BTreeSet<String> {
         .collect()
 }
 
+/// A ConfigMap `name` in `default` controlled by `owner`, labelled `LABEL=<label>`.
+fn child_of(owner: &ConfigMap, name: &str, label: &str) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            namespace: Some("default".into()),
+            labels: Some([(LABEL.to_string(), label.to_string())].into()),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                name: owner.name_any(),
+                uid: owner.uid().unwrap(),
+                controller: Some(true),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
 fn names(cache: &Cache<ConfigMap>) -> BTreeSet<String> {
     cache.list().iter().map(|c| c.name_any()).collect()
 }
@@ -104,22 +125,7 @@ async fn split_between_two_members(env: &TestEnv, filtering: Filtering) {
     assert_eq!(everything.len(), 24);
     // A child of each, which follows its owner from shard to shard.
     for owner in &all {
-        let child = ConfigMap {
-            metadata: ObjectMeta {
-                name: Some(format!("child-of-{}", owner.name_any())),
-                labels: Some([(LABEL.to_string(), "child".to_string())].into()),
-                owner_references: Some(vec![OwnerReference {
-                    api_version: "v1".into(),
-                    kind: "ConfigMap".into(),
-                    name: owner.name_any(),
-                    uid: owner.uid().unwrap(),
-                    controller: Some(true),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
+        let child = child_of(owner, &format!("child-of-{}", owner.name_any()), "child");
         api.create(&PostParams::default(), &child).await.unwrap();
     }
     let children_in = |ranges: &Ranges| -> BTreeSet<String> {
@@ -238,23 +244,7 @@ async fn split_between_two_members(env: &TestEnv, filtering: Filtering) {
     // A second child of each owner, applied by this process, now a shard member: it carries the
     // owner's bucket, and the first child does not.
     for owner in &all {
-        let child = ConfigMap {
-            metadata: ObjectMeta {
-                name: Some(format!("applied-{}", owner.name_any())),
-                namespace: Some("default".into()),
-                labels: Some([(LABEL.to_string(), "applied".to_string())].into()),
-                owner_references: Some(vec![OwnerReference {
-                    api_version: "v1".into(),
-                    kind: "ConfigMap".into(),
-                    name: owner.name_any(),
-                    uid: owner.uid().unwrap(),
-                    controller: Some(true),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
+        let child = child_of(owner, &format!("applied-{}", owner.name_any()), "applied");
         let applied = apply::apply(&api, None, &child, "shard-test")
             .await
             .unwrap();
