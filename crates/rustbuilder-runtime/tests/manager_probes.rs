@@ -43,8 +43,12 @@ async fn readyz_waits_for_synced_caches_under_rbac() {
     let vars = [("POD_NAMESPACE", NAMESPACE)];
     let mut manager =
         ManagerProcess::start_with_env("manager", dir.path(), &kubeconfig, &args, &vars);
+    // The controllers start (their caches fill) while it waits for the Lease: wait for both.
     manager
         .wait_for_log("controllers started", Duration::from_secs(60))
+        .await;
+    manager
+        .wait_for_log("became leader", Duration::from_secs(30))
         .await;
     assert!(
         lease_holder(&client, NAMESPACE).await.is_some(),

@@ -514,7 +514,7 @@ rules:
   verbs: [create, patch]
 - apiGroups: [coordination.k8s.io]
   resources: [leases]
-  verbs: [get, create, update]
+  verbs: [get, list, watch, create, update]
 - apiGroups: [authentication.k8s.io]
   resources: [tokenreviews]
   verbs: [create]
@@ -532,7 +532,7 @@ metadata:
 rules:
 - apiGroups: [coordination.k8s.io]
   resources: [leases]
-  verbs: [get, create, update]
+  verbs: [get, list, watch, create, update]
 - apiGroups: [authentication.k8s.io]
   resources: [tokenreviews]
   verbs: [create]
