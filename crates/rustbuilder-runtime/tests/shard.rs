@@ -128,21 +128,17 @@ async fn split_between_two_members(env: &TestEnv, filtering: Filtering) {
         let child = child_of(owner, &format!("child-of-{}", owner.name_any()), "child");
         api.create(&PostParams::default(), &child).await.unwrap();
     }
-    let children_in = |ranges: &Ranges| -> BTreeSet<String> {
+    // The names `<prefix><owner>` of the owners in `ranges`.
+    let named_after = |prefix: &str, ranges: &Ranges| -> BTreeSet<String> {
         let owners = names_in(&all, ranges);
         owners
             .iter()
-            .map(|owner| format!("child-of-{owner}"))
+            .map(|owner| format!("{prefix}{owner}"))
             .collect()
     };
+    let children_in = |ranges: &Ranges| named_after("child-of-", ranges);
     // The children a member applies: labelled with their owner's bucket (below).
-    let applied_in = |ranges: &Ranges| -> BTreeSet<String> {
-        let owners = names_in(&all, ranges);
-        owners
-            .iter()
-            .map(|owner| format!("applied-{owner}"))
-            .collect()
-    };
+    let applied_in = |ranges: &Ranges| named_after("applied-", ranges);
 
     assert_eq!(shard::detect(&api).await.unwrap(), filtering);
     for ranges in [
