@@ -10,7 +10,13 @@
 //! [`Cache::matching`] a label selector, and [`Cache::children_of`] an owner (an index by controller
 //! owner reference, for the Jobs of a CronJob or the Pods of a set). [`Cache::store`] hands out the
 //! [`Store`] itself, for kube's own helpers. [`Cache::changes`] streams what the watch sees, as
-//! [`Builder::owns`](crate::controller::Builder::owns) uses it to reconcile owners.
+//! [`Builder::owns`](crate::controller::Builder::owns) uses it to reconcile owners: each reader
+//! gets the latest state of every object that changed since it last read, so a reader that falls
+//! behind holds one entry per object and never holds up the watch or the other readers.
+//!
+//! A cache is *complete* while it holds a full list of what it watches now ([`Cache::completeness`]):
+//! not before its first list, nor while it lists again (after the watch expired, or, sharded,
+//! after its ranges changed). A controller reconciles only while every cache it reads is complete.
 //!
 //! ```no_run
 //! # use k8s_openapi::api::batch::v1::Job;
@@ -28,10 +34,11 @@
 //! [`apply`](crate::apply) reads to tell what an apply would change.
 
 use std::any::{Any, TypeId};
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt::{self, Debug};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::task::{Poll, Waker};
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1;
@@ -42,14 +49,12 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, watcher};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
-use tokio::sync::mpsc;
+use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::manager::{CacheSynced, Manager};
 use crate::owned::controller_of;
-
-/// How many changes may wait for a slow reader of [`Cache::changes`] before the watch waits for it.
-const CHANGES_BUFFER: usize = 1024;
+use crate::shard::{Ranges, ShardState};
 
 /// What a cache's watch saw happen to one object.
 #[derive(Debug)]
@@ -69,8 +74,6 @@ pub(crate) enum Origin {
     Listed,
 }
 
-/// Where the cache sends each change to one reader of [`Cache::changes`].
-type Subscriber<K> = mpsc::Sender<(Change<K>, Origin)>;
 
 impl<K> Clone for Change<K> {
     fn clone(&self) -> Self {
@@ -122,8 +125,144 @@ where
 {
     store: Store<K>,
     owners: RwLock<OwnerIndex<K>>,
-    subscribers: Mutex<Vec<Subscriber<K>>>,
+    subscribers: Mutex<Vec<Weak<Subscriber<K>>>>,
     listed: AtomicBool,
+    /// Whether the store holds a complete list now.
+    complete: watch::Sender<Listed>,
+    /// Sharded: the member's state, whose held ranges a complete list must cover.
+    shard: Option<watch::Receiver<ShardState>>,
+}
+
+/// How complete a cache's list is, as its watch last told.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Listed {
+    /// The last list the watch started has ended.
+    complete: bool,
+    /// Sharded: the ranges that list holds.
+    ranges: Option<Ranges>,
+}
+
+/// Whether a cache holds a complete list of what it watches now: after its first list, and not
+/// while it lists again (its watch expired, or, sharded, its ranges changed and the objects of the
+/// new ones are still coming). From [`Cache::completeness`]; cheap to clone, and the same for
+/// every kind, so one reader can wait on caches of several kinds.
+#[derive(Clone)]
+pub struct Completeness {
+    listed: watch::Receiver<Listed>,
+    shard: Option<watch::Receiver<ShardState>>,
+}
+
+impl Completeness {
+    /// Whether the cache is complete now.
+    pub fn is_complete(&self) -> bool {
+        let listed = self.listed.borrow();
+        listed.complete
+            && match &self.shard {
+                Some(shard) => listed.ranges.as_ref() == Some(&shard.borrow().held),
+                None => true,
+            }
+    }
+
+    /// Waits until the cache is complete. Returns at once if it is, and also if the cache has
+    /// stopped (at shutdown).
+    pub async fn wait(&self) {
+        let mut listed = self.listed.clone();
+        let mut shard = self.shard.clone();
+        loop {
+            listed.borrow_and_update();
+            if let Some(shard) = &mut shard {
+                shard.borrow_and_update();
+            }
+            if self.is_complete() {
+                return;
+            }
+            let shard_changed = async {
+                match &mut shard {
+                    Some(shard) => shard.changed().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let stopped = tokio::select! {
+                changed = listed.changed() => changed.is_err(),
+                changed = shard_changed => changed.is_err(),
+            };
+            if stopped {
+                return;
+            }
+        }
+    }
+}
+
+impl Debug for Completeness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Completeness")
+            .field("complete", &self.is_complete())
+            .finish_non_exhaustive()
+    }
+}
+
+/// One reader of [`Cache::changes`]: the objects that changed since it last read, each once, with
+/// its latest change. Bounded by the number of objects, however far the reader falls behind.
+struct Subscriber<K: Resource<DynamicType = ()> + 'static> {
+    pending: Mutex<Pending<K>>,
+}
+
+struct Pending<K: Resource<DynamicType = ()> + 'static> {
+    /// Objects in the order they first changed since the last read.
+    order: VecDeque<ObjectRef<K>>,
+    latest: HashMap<ObjectRef<K>, (Change<K>, Origin)>,
+    /// The reader waiting for the next change.
+    waker: Option<Waker>,
+}
+
+impl<K: Resource<DynamicType = ()>> Subscriber<K> {
+    fn new() -> Self {
+        Subscriber {
+            pending: Mutex::new(Pending {
+                order: VecDeque::new(),
+                latest: HashMap::new(),
+                waker: None,
+            }),
+        }
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, Pending<K>> {
+        // A push or pop cannot leave the queue half-updated.
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records `change`, replacing an unread change of the same object: seen live, it stays live.
+    fn push(&self, change: (Change<K>, Origin)) {
+        use std::collections::hash_map::Entry;
+        let mut pending = self.pending();
+        let key = ObjectRef::from_obj(&**change.0.object());
+        match pending.latest.entry(key) {
+            Entry::Occupied(mut unread) => {
+                let live = unread.get().1 == Origin::Live || change.1 == Origin::Live;
+                let origin = if live { Origin::Live } else { Origin::Listed };
+                unread.insert((change.0, origin));
+            }
+            Entry::Vacant(vacant) => {
+                let key = vacant.key().clone();
+                vacant.insert(change);
+                pending.order.push_back(key);
+            }
+        }
+        if let Some(waker) = pending.waker.take() {
+            waker.wake();
+        }
+    }
+
+    fn poll_next(&self, cx: &mut std::task::Context<'_>) -> Poll<(Change<K>, Origin)> {
+        let mut pending = self.pending();
+        while let Some(key) = pending.order.pop_front() {
+            if let Some(change) = pending.latest.remove(&key) {
+                return Poll::Ready(change);
+            }
+        }
+        pending.waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
 }
 
 impl<K: Resource<DynamicType = ()>> Clone for Cache<K> {
@@ -204,9 +343,18 @@ where
         self.len() == 0
     }
 
-    /// Whether the cache has received a full list at least once.
+    /// Whether the cache has received a full list at least once. It may be listing again now:
+    /// [`Cache::completeness`] tells whether it holds a complete list now.
     pub fn is_synced(&self) -> bool {
         self.shared.listed.load(Ordering::SeqCst)
+    }
+
+    /// Whether the cache holds a complete list now, to look at or wait for.
+    pub fn completeness(&self) -> Completeness {
+        Completeness {
+            listed: self.shared.complete.subscribe(),
+            shard: self.shared.shard.clone(),
+        }
     }
 
     /// Waits until the cache holds its first full list.
@@ -229,8 +377,9 @@ where
     /// [`Change::Applied`]), so that a late reader misses nothing. After a watch restart the objects of
     /// the new list come once it is complete, with a [`Change::Deleted`] for each object gone meanwhile.
     ///
-    /// Read it steadily: the channel is bounded (1,024 changes), and the watch waits for its
-    /// slowest reader. Dropping the stream unsubscribes.
+    /// An object that changes several times before the reader reads gives one change, its latest:
+    /// a reader that falls behind costs one entry per object, and never holds up the watch or the
+    /// other readers. Dropping the stream unsubscribes.
     pub fn changes(&self) -> impl Stream<Item = Change<K>> + Send + 'static
     where
         K: Send + Sync,
@@ -245,19 +394,17 @@ where
     where
         K: Send + Sync,
     {
-        let (sender, mut receiver) = mpsc::channel(CHANGES_BUFFER);
-        // Subscribed and read under one lock: a change the watch records meanwhile is either in the
-        // snapshot or sent to this subscriber (or both), never lost.
-        let snapshot = {
+        let subscriber = Arc::new(Subscriber::new());
+        // Subscribed and filled under one lock: a change the watch records meanwhile is either in
+        // the snapshot or pushed after it (or both), never lost.
+        {
             let mut subscribers = self.shared.subscribers();
-            subscribers.push(sender);
-            self.shared.store.state()
-        };
-        let received = futures::stream::poll_fn(move |cx| receiver.poll_recv(cx));
-        let snapshot = snapshot
-            .into_iter()
-            .map(|o| (Change::Applied(o), Origin::Listed));
-        futures::stream::iter(snapshot).chain(received)
+            subscribers.push(Arc::downgrade(&subscriber));
+            for object in self.shared.store.state() {
+                subscriber.push((Change::Applied(object), Origin::Listed));
+            }
+        }
+        futures::stream::poll_fn(move |cx| subscriber.poll_next(cx).map(Some))
     }
 }
 
@@ -268,17 +415,12 @@ where
     /// Starts the watch of `api` with `config` in the background, until the manager shuts down.
     fn start(manager: &Manager, api: Api<K>, config: watcher::Config) -> Self {
         let (store, writer) = reflector::store();
-        let shared = Arc::new(Shared {
-            store,
-            owners: RwLock::new(OwnerIndex::default()),
-            subscribers: Mutex::default(),
-            listed: AtomicBool::new(false),
-        });
+        let shared = Arc::new(Shared::new(store, None));
         let field_manager = manager.name().to_string();
         let events = watcher(api, config)
             .default_backoff()
             .modify(move |object| keep_own_apply_entry(object, &field_manager));
-        let filling = fill(events, writer, shared.clone(), manager.expect_cache());
+        let filling = fill(events, writer, shared.clone(), manager.expect_cache(), None);
         let stop = manager.shutdown_signal();
         tokio::spawn(async move {
             tokio::select! {
@@ -310,12 +452,7 @@ where
         key: crate::shard::ShardKey,
     ) -> Self {
         let (store, writer) = reflector::store();
-        let shared = Arc::new(Shared {
-            store: store.clone(),
-            owners: RwLock::new(OwnerIndex::default()),
-            subscribers: Mutex::default(),
-            listed: AtomicBool::new(false),
-        });
+        let shared = Arc::new(Shared::new(store.clone(), Some(shard.state())));
         let counted = Arc::downgrade(&shared);
         let count = move || counted.upgrade().map(|shared| shared.store.len());
         let kind = K::kind(&());
@@ -323,9 +460,12 @@ where
         series.count_objects(shard.group(), &kind, key.label(), count);
         let field_manager = manager.name().to_string();
         let namespace = shard.namespace().to_string();
-        let events = crate::shard::watch::events(api, config, shard.state(), key, store, namespace)
+        // The ranges of the list the watch is making, for the cache to tell which ones it holds.
+        let listing = Arc::new(Mutex::new(Ranges::none()));
+        let state = shard.state();
+        let events = crate::shard::watch::events(api, config, state, key, store, namespace, &listing)
             .modify(move |object| keep_own_apply_entry(object, &field_manager));
-        let filling = fill(events, writer, shared.clone(), manager.expect_cache());
+        let filling = fill(events, writer, shared.clone(), manager.expect_cache(), Some(listing));
         let stop = manager.shutdown_signal();
         tokio::spawn(async move {
             tokio::select! {
@@ -357,12 +497,13 @@ fn keep_own_apply_entry<K: Resource>(object: &mut K, field_manager: &str) {
 }
 
 /// Records each watch event in the store and the owner index, then hands the changes to the
-/// subscribers.
+/// subscribers. Sharded, `listing` holds the ranges of the list the watch is making.
 async fn fill<K>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
     mut writer: reflector::store::Writer<K>,
     shared: Arc<Shared<K>>,
     synced: CacheSynced,
+    listing: Option<Arc<Mutex<Ranges>>>,
 ) where
     K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
 {
@@ -392,8 +533,23 @@ async fn fill<K>(
                 shared.owners_mut().remove(&ObjectRef::from_obj(&object));
                 vec![(Change::Deleted(Arc::new(object)), Origin::Live)]
             }
-            watcher::Event::Init | watcher::Event::InitApply(_) => Vec::new(),
+            watcher::Event::Init => {
+                // The store keeps the old list until the new one is whole, but the objects that
+                // changed meanwhile (or, sharded, those of new ranges) are not in it.
+                shared.complete.send_if_modified(|listed| {
+                    std::mem::replace(&mut listed.complete, false)
+                });
+                Vec::new()
+            }
+            watcher::Event::InitApply(_) => Vec::new(),
             watcher::Event::InitDone => {
+                let ranges = listing
+                    .as_ref()
+                    .map(|l| l.lock().unwrap_or_else(|e| e.into_inner()).clone());
+                shared.complete.send_replace(Listed {
+                    complete: true,
+                    ranges,
+                });
                 let listed = shared.store.state();
                 shared.owners_mut().rebuild(&listed);
                 shared.listed.store(true, Ordering::SeqCst);
@@ -411,7 +567,7 @@ async fn fill<K>(
             }
         };
         for change in changes {
-            shared.dispatch(change).await;
+            shared.dispatch(change);
         }
     }
 }
@@ -420,6 +576,17 @@ impl<K> Shared<K>
 where
     K: Resource<DynamicType = ()> + 'static,
 {
+    fn new(store: Store<K>, shard: Option<watch::Receiver<ShardState>>) -> Self {
+        Shared {
+            store,
+            owners: RwLock::new(OwnerIndex::default()),
+            subscribers: Mutex::default(),
+            listed: AtomicBool::new(false),
+            complete: watch::Sender::new(Listed::default()),
+            shard,
+        }
+    }
+
     fn owners(&self) -> std::sync::RwLockReadGuard<'_, OwnerIndex<K>> {
         // Each update leaves the index whole: a panic elsewhere cannot leave it half-written.
         self.owners.read().unwrap_or_else(|e| e.into_inner())
@@ -429,20 +596,20 @@ where
         self.owners.write().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn subscribers(&self) -> std::sync::MutexGuard<'_, Vec<Subscriber<K>>> {
+    fn subscribers(&self) -> std::sync::MutexGuard<'_, Vec<Weak<Subscriber<K>>>> {
         self.subscribers.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Sends `change` to every subscriber, waiting for room in each channel; forgets the ones gone.
-    async fn dispatch(&self, change: (Change<K>, Origin)) {
-        let subscribers = self.subscribers().clone();
-        let mut gone = false;
-        for subscriber in &subscribers {
-            gone |= subscriber.send(change.clone()).await.is_err();
-        }
-        if gone {
-            self.subscribers().retain(|s| !s.is_closed());
-        }
+    /// Hands `change` to every subscriber, without waiting for any; forgets the ones gone.
+    fn dispatch(&self, change: (Change<K>, Origin)) {
+        let mut subscribers = self.subscribers();
+        subscribers.retain(|subscriber| match subscriber.upgrade() {
+            Some(subscriber) => {
+                subscriber.push(change.clone());
+                true
+            }
+            None => false,
+        });
     }
 }
 

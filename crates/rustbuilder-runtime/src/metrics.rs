@@ -133,6 +133,7 @@ pub struct Metrics {
     registry: Arc<Registry>,
     reconciles: Family<OutcomeLabels, Counter>,
     errors: Family<ControllerLabels, Counter>,
+    panics: Family<ControllerLabels, Counter>,
     reconcile_time: Family<ControllerLabels, Histogram, fn() -> Histogram>,
     active_workers: Family<ControllerLabels, Gauge>,
     max_workers: Family<ControllerLabels, Gauge>,
@@ -194,6 +195,12 @@ impl Metrics {
             "Reconciles per controller that returned an error",
             errors.clone(),
         );
+        let panics = Family::default();
+        registry.register(
+            "controller_runtime_reconcile_panics",
+            "Reconciles per controller that panicked (counted as errors too)",
+            panics.clone(),
+        );
         let reconcile_time: Family<_, _, fn() -> Histogram> =
             Family::new_with_constructor(|| Histogram::new(RECONCILE_TIME_BUCKETS));
         registry.register(
@@ -253,6 +260,7 @@ impl Metrics {
             registry: Arc::new(registry),
             reconciles,
             errors,
+            panics,
             reconcile_time,
             active_workers,
             max_workers,
@@ -314,6 +322,7 @@ impl Metrics {
             requeue_after: outcome("requeue_after"),
             error: outcome("error"),
             errors: self.errors.get_or_create(&labels).clone(),
+            panics: self.panics.get_or_create(&labels).clone(),
             time: self.reconcile_time.get_or_create(&labels).clone(),
             active: self.active_workers.get_or_create(&labels).clone(),
         }))
@@ -423,6 +432,7 @@ struct ControllerSeries {
     requeue_after: Counter,
     error: Counter,
     errors: Counter,
+    panics: Counter,
     time: Histogram,
     active: Gauge,
 }
@@ -435,21 +445,23 @@ impl ControllerMetrics {
         reconcile: impl Fn(Arc<K>, Arc<C>) -> Fut,
     ) -> impl FnMut(Arc<K>, Arc<C>) -> BoxFuture<'static, Result<Action, E>>
     where
+        E: 'static,
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
     {
         let metrics = self.clone();
-        move |object, ctx| {
-            let reconciling = reconcile(object, ctx);
-            let metrics = metrics.clone();
-            async move {
-                let _worker = metrics.worker();
-                let started = Instant::now();
-                let result = reconciling.await;
-                metrics.record(result.as_ref().map_err(|_| ()), started.elapsed());
-                result
-            }
-            .boxed()
-        }
+        move |object, ctx| metrics.clone().measure(reconcile(object, ctx)).boxed()
+    }
+
+    /// Counts, times and shows in `active_workers` one reconcile.
+    pub(crate) async fn measure<E>(
+        self,
+        reconciling: impl Future<Output = Result<Action, E>>,
+    ) -> Result<Action, E> {
+        let _worker = self.worker();
+        let started = Instant::now();
+        let result = reconciling.await;
+        self.record(result.as_ref().map_err(|_| ()), started.elapsed());
+        result
     }
 
     /// Counts one finished reconcile: `Ok(action)` as success or a requeue, `Err` as an error.
@@ -465,6 +477,11 @@ impl ControllerMetrics {
                 series.errors.inc()
             }
         };
+    }
+
+    /// Counts a reconcile that panicked (its error is counted by [`record`](Self::record)).
+    pub(crate) fn panicked(&self) {
+        self.0.panics.inc();
     }
 
     /// Counts a running reconcile until the returned guard is dropped (also when it is cancelled).

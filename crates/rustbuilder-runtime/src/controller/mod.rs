@@ -19,7 +19,7 @@
 //! }
 //! ```
 
-use std::any::TypeId;
+use std::any::{Any, TypeId};
 use std::fmt::Debug;
 use std::future::Future;
 use std::hash::Hash;
@@ -27,8 +27,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use futures::StreamExt;
 use futures::future::ready;
+use futures::{FutureExt, StreamExt};
 use futures::stream::BoxStream;
 use k8s_openapi::ClusterResourceScope;
 use kube::api::Api;
@@ -40,7 +40,7 @@ use serde::de::DeserializeOwned;
 use tracing::{debug, info, warn};
 
 use crate::backoff::ErrorBackoff;
-use crate::cache::Cache;
+use crate::cache::{Cache, Completeness};
 use crate::events::EventType;
 use crate::manager::{Manager, WatchScope};
 use crate::metrics::{QueueKey, WorkQueue};
@@ -61,6 +61,46 @@ type Customization<K> = Box<dyn FnOnce(Controller<K>) -> Controller<K> + Send>;
 type OwnedTriggers<K> = Box<dyn FnOnce() -> BoxStream<'static, Trigger<K>> + Send>;
 
 type ErrorPolicy<K> = Arc<dyn Fn(&K, &(dyn std::error::Error + 'static)) -> OnError + Send + Sync>;
+
+/// The error of a reconcile that panicked: it fails like one that returned an error (logged, a
+/// `ReconcileFailed` event, retried with backoff) and the controller goes on with the other objects.
+/// [`Builder::on_error`] sees it as `error.downcast_ref::<Panicked>()`.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("reconcile panicked: {message}")]
+pub struct Panicked {
+    /// The panic's message (`"a panic without a message"` if it had none).
+    pub message: String,
+}
+
+impl Panicked {
+    fn from_payload(payload: &(dyn Any + Send)) -> Self {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".into());
+        Panicked { message }
+    }
+}
+
+/// Why a reconcile failed: its own error, or a panic.
+#[derive(Debug, thiserror::Error)]
+enum Failure<E: std::error::Error + 'static> {
+    #[error(transparent)]
+    Returned(E),
+    #[error(transparent)]
+    Panicked(Panicked),
+}
+
+impl<E: std::error::Error + 'static> Failure<E> {
+    /// The error as the reconcile function gave it (or the panic), for an error policy.
+    fn cause(&self) -> &(dyn std::error::Error + 'static) {
+        match self {
+            Failure::Returned(error) => error,
+            Failure::Panicked(panicked) => panicked,
+        }
+    }
+}
 
 /// What a controller does after a reconcile fails; chosen per error by [`Builder::on_error`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,6 +125,12 @@ pub enum OnError {
 ///   reconcile function needs no error policy (or choose per error with [`Builder::on_error`]);
 /// - a `ReconcileFailed` Warning event on the object for each failure (repeats counted by the
 ///   event recorder), unless [`Builder::failure_events`] turns them off;
+/// - a reconcile that panics fails like one that returns an error ([`Panicked`]), counted in
+///   `controller_runtime_reconcile_panics_total`; the controller goes on with the other objects;
+/// - no reconcile while a cache it reads is incomplete: its own, and each cache given to
+///   [`Builder::owns`], must hold a complete list (not before their first lists, nor while one
+///   lists again after its watch expired or its shard changed), so that a reconcile never takes
+///   an object still coming for an absent one;
 /// - reconcile and work-queue metrics named like controller-runtime's
 ///   (`controller_runtime_reconcile_total`, `workqueue_depth`, ...; see [`crate::metrics`]);
 /// - live changes first: objects from a list (when the controller starts or takes over, or relists
@@ -109,6 +155,8 @@ where
     concurrency: u16,
     customizations: Vec<Customization<K>>,
     owned: Vec<OwnedTriggers<K>>,
+    /// The caches a reconcile reads besides the controller's own.
+    reads: Vec<Completeness>,
     queue: WorkQueue,
     on_error: Option<ErrorPolicy<K>>,
     failure_events: bool,
@@ -128,17 +176,20 @@ where
             concurrency: DEFAULT_CONCURRENCY,
             customizations: Vec::new(),
             owned: Vec::new(),
+            reads: Vec::new(),
             on_error: None,
             failure_events: true,
         }
     }
 
     /// Reconciles the owner (the controller reference) of each object in `children` when it changes
-    /// or goes away: usually [`Manager::owned`], the objects this manager creates.
+    /// or goes away: usually [`Manager::owned`], the objects this manager creates. No reconcile
+    /// starts while `children` is incomplete (see [`Cache::completeness`]).
     pub fn owns<O>(mut self, children: &Cache<O>) -> Self
     where
         O: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
     {
+        self.reads.push(children.completeness());
         let queue = self.queue.clone();
         let children = children.clone();
         // Subscribed once the controller runs: a standby reads nothing until it leads.
@@ -231,6 +282,7 @@ where
             concurrency,
             customizations,
             owned,
+            reads,
             queue,
             on_error,
             failure_events,
@@ -257,7 +309,8 @@ where
         let triggers = owned.into_iter().map(|subscribe| subscribe());
         let triggers = futures::stream::select_all(triggers).boxed();
         let triggers = futures::stream::select(objects, triggers);
-        let prioritized = priority::Prioritized::new(triggers, cache.store(), concurrency);
+        let prioritized =
+            priority::Prioritized::new(triggers, cache.store(), concurrency, queue.clone());
         let admitted = prioritized.admitted();
         let mut controller = Controller::for_shared_stream(prioritized, cache.store())
             .with_config(config)
@@ -270,33 +323,58 @@ where
 
         let backoff = Arc::new(ErrorBackoff::default());
         let reset = backoff.clone();
+        let metrics = manager.metrics().controller(&name, concurrency);
         let reconcile = Arc::new(reconcile);
         let events = failure_events.then(|| Arc::new(manager.events()));
         let working = queue.clone();
         let done = admitted.clone();
         let shard = manager.shard().cloned();
-        let checked = move |object: Arc<K>, ctx: Arc<C>| {
+        let reads: Arc<[Completeness]> = std::iter::once(cache.completeness()).chain(reads).collect();
+        let (store, stopping) = (cache.store(), manager.clone());
+        let checked = move |triggered: Arc<K>, ctx: Arc<C>| {
             let (reconcile, reset, events) = (reconcile.clone(), reset.clone(), events.clone());
             let (queue, done, shard) = (working.clone(), done.clone(), shard.clone());
+            let (reads, store, metrics) = (reads.clone(), store.clone(), metrics.clone());
+            let shutdown = stopping.shutdown_signal();
             async move {
-                // Sharded: only while this replica holds the object, holding it until done (a
-                // range given up waits for this reconcile before another replica may start it).
-                let _permit = match &shard {
-                    Some(shard) => match shard.enter(object.meta().uid.as_deref().unwrap_or("")) {
-                        Some(permit) => Some(permit),
-                        None => {
-                            done.done(&ObjectRef::from_obj(&*object));
-                            return Ok(Action::await_change());
-                        }
-                    },
-                    None => None,
+                let mut shutdown = std::pin::pin!(shutdown);
+                let listed = ObjectRef::from_obj(&*triggered);
+                let queued = queue_key(&*triggered);
+                drop(triggered);
+                let skip = || {
+                    done.done(&listed);
+                    queue.forget(queued);
+                    Ok(Action::await_change())
                 };
-                let queued = queue_key(&*object);
+                // Not before every cache the reconcile reads holds a complete list, and then with the
+                // object as the cache holds it now. Sharded, only while this replica holds the
+                // object, holding it until done (a range given up waits for this reconcile before
+                // another replica may start it).
+                let (object, _permit) = loop {
+                    tokio::select! {
+                        () = complete(&reads) => {}
+                        () = &mut shutdown => return skip(),
+                    }
+                    let Some(object) = store.get(&listed) else {
+                        return skip();
+                    };
+                    let permit = match &shard {
+                        Some(shard) => match shard.enter(object.meta().uid.as_deref().unwrap_or("")) {
+                            Some(permit) => Some(permit),
+                            None => return skip(),
+                        },
+                        None => None,
+                    };
+                    // A cache may have started listing again while the permit was taken.
+                    if reads.iter().all(Completeness::is_complete) {
+                        break (object, permit);
+                    }
+                };
                 let work = queue.start(queued);
                 let key = object_key(&*object);
                 let reference = object.object_ref(&());
-                let listed = ObjectRef::from_obj(&*object);
-                let result = reconcile(object, ctx).await;
+                let reconciling = catch_panic(async { reconcile(object, ctx).await });
+                let result = metrics.clone().measure(reconciling).await;
                 drop(work);
                 done.done(&listed);
                 if matches!(&result, Ok(action) if *action == Action::requeue(Duration::ZERO)) {
@@ -307,6 +385,9 @@ where
                     // Where people look first (`kubectl describe`): the error, on the object itself.
                     // Repeats of the same event are counted by the recorder, not re-created.
                     Err(error) => {
+                        if matches!(error, Failure::Panicked(_)) {
+                            metrics.panicked();
+                        }
                         if let Some(events) = events {
                             let note = format!("Reconcile failed: {error}");
                             let warning = EventType::Warning;
@@ -318,16 +399,15 @@ where
                 }
                 result
             }
+            .boxed()
         };
-        let metrics = manager.metrics().controller(&name, concurrency);
         let controller_name = name.clone();
         let retries = queue.clone();
-        let error_policy = move |object: Arc<K>, error: &E, _ctx: Arc<C>| {
+        let error_policy = move |object: Arc<K>, error: &Failure<E>, _ctx: Arc<C>| {
             let key = object_key(&*object);
-            let chosen = on_error.as_ref().map_or(OnError::Retry, |on_error| {
-                let error: &(dyn std::error::Error + 'static) = error;
-                on_error(&object, error)
-            });
+            let chosen = on_error
+                .as_ref()
+                .map_or(OnError::Retry, |on_error| on_error(&object, error.cause()));
             let delay = match chosen {
                 OnError::Retry => backoff.next_delay(&key),
                 OnError::RetryAfter(delay) => delay,
@@ -344,7 +424,7 @@ where
             Action::requeue(delay)
         };
         let running = controller
-            .run(metrics.instrument(checked), error_policy, ctx)
+            .run(checked, error_policy, ctx)
             .for_each(|result| {
                 match result {
                     Ok((object, _)) => {
@@ -388,6 +468,28 @@ where
                 info!(controller = %name, "controller stopped before its cache synced")
             }
         }
+    }
+}
+
+/// Waits until every cache of `reads` holds a complete list.
+async fn complete(reads: &[Completeness]) {
+    // Until all are complete at once: one may start listing again while another is awaited.
+    while !reads.iter().all(Completeness::is_complete) {
+        for read in reads {
+            read.wait().await;
+        }
+    }
+}
+
+/// The result of `reconcile`, with a panic (in the call or in the future) as a [`Failure`].
+async fn catch_panic<E, Fut>(reconcile: Fut) -> Result<Action, Failure<E>>
+where
+    E: std::error::Error + 'static,
+    Fut: Future<Output = Result<Action, E>>,
+{
+    match std::panic::AssertUnwindSafe(reconcile).catch_unwind().await {
+        Ok(result) => result.map_err(Failure::Returned),
+        Err(payload) => Err(Failure::Panicked(Panicked::from_payload(&*payload))),
     }
 }
 

@@ -17,6 +17,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::cache::Origin;
+use crate::metrics::WorkQueue;
 
 /// A request to reconcile one object, and how its cause was seen.
 pub(super) type Trigger<K> = (ObjectRef<K>, Origin);
@@ -50,6 +51,9 @@ pub(super) struct Prioritized<K: Resource<DynamicType = ()> + 'static> {
     room: Arc<Semaphore>,
     acquiring: Option<BoxFuture<'static, OwnedSemaphorePermit>>,
     admitted: Arc<Admitted<K>>,
+    /// Told of the triggers dropped because their object is gone (an owner deleted before its
+    /// children, say), which no reconcile will take out of the queue.
+    queue: WorkQueue,
 }
 
 impl<K> Prioritized<K>
@@ -62,6 +66,7 @@ where
         triggers: impl Stream<Item = Trigger<K>> + Send + 'static,
         store: Store<K>,
         concurrency: u16,
+        queue: WorkQueue,
     ) -> Self {
         let room = match concurrency {
             0 => Semaphore::MAX_PERMITS,
@@ -76,7 +81,17 @@ where
             room: Arc::new(Semaphore::new(room)),
             acquiring: None,
             admitted: Arc::new(Admitted(Mutex::default())),
+            queue,
         }
+    }
+
+    /// The object `object` refers to, if the cache holds it; else it leaves the queue.
+    fn get(&self, object: &ObjectRef<K>) -> Option<Arc<K>> {
+        let found = self.store.get(object);
+        if found.is_none() {
+            self.queue.forget(super::key_of(object));
+        }
+        found
     }
 
     /// What the reconcile wrapper tells when a listed object is done.
@@ -98,7 +113,7 @@ where
             match this.triggers.poll_next_unpin(cx) {
                 Poll::Ready(Some((object, Origin::Live))) => {
                     this.waiting.remove(&object);
-                    if let Some(object) = this.store.get(&object) {
+                    if let Some(object) = this.get(&object) {
                         return Poll::Ready(Some(object));
                     }
                 }
@@ -130,7 +145,7 @@ where
             this.acquiring = None;
             let next = this.backlog.pop_front().expect("looked at above");
             this.waiting.remove(&next);
-            if let Some(object) = this.store.get(&next) {
+            if let Some(object) = this.get(&next) {
                 this.admitted.entries().insert(next, permit);
                 return Poll::Ready(Some(object));
             }
@@ -161,6 +176,10 @@ mod tests {
         object
     }
 
+    fn queue() -> WorkQueue {
+        crate::metrics::Metrics::new().work_queue("test")
+    }
+
     fn key(name: &str) -> ObjectRef<ConfigMap> {
         ObjectRef::new(name).within("default")
     }
@@ -177,7 +196,7 @@ mod tests {
             writer.apply_watcher_event(&Event::Apply(config_map(name)));
         }
         let (triggers, received) = mpsc::unbounded();
-        let mut stream = Prioritized::new(received, store, 1);
+        let mut stream = Prioritized::new(received, store, 1, queue());
         let admitted = stream.admitted();
         for name in ["a", "b", "c"] {
             triggers
@@ -208,11 +227,16 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn objects_gone_from_the_cache_are_skipped() {
+    async fn objects_gone_from_the_cache_are_skipped_and_leave_the_queue() {
         let (store, mut writer) = reflector::store();
         writer.apply_watcher_event(&Event::Apply(config_map("kept")));
         let (triggers, received) = mpsc::unbounded();
-        let mut stream = Prioritized::new(received, store, 1);
+        let work = queue();
+        let mut stream = Prioritized::new(received, store, 1, work.clone());
+        // Both were triggered (an owner's child changed, say); only `kept` is in the cache.
+        for name in ["gone", "kept"] {
+            work.add(crate::metrics::QueueKey::new(Some("default"), name));
+        }
         triggers
             .unbounded_send((key("gone"), Origin::Listed))
             .unwrap();
@@ -223,6 +247,7 @@ mod tests {
             .unbounded_send((key("kept"), Origin::Listed))
             .unwrap();
         assert_eq!(next_name(&mut stream).await.as_deref(), Some("kept"));
+        assert_eq!(work.waiting(), 1, "`gone` left the queue, `kept` waits for its reconcile");
         drop(triggers);
         stream.admitted().done(&key("kept"));
         assert_eq!(stream.next().await, None);

@@ -103,6 +103,12 @@ impl WorkQueue {
         self.state().waiting.remove(&key);
     }
 
+    /// How many objects wait (due or not).
+    #[cfg(test)]
+    pub(crate) fn waiting(&self) -> usize {
+        self.state().waiting.len()
+    }
+
     /// A reconcile of `key` starts; it ends when the returned guard is dropped.
     pub(crate) fn start(&self, key: QueueKey) -> Working {
         let now = Instant::now();

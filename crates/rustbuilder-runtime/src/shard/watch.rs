@@ -1,6 +1,7 @@
 //! The watch under a sharded cache: restarted with the member's ranges whenever they change.
 
 use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
 
 use futures::stream::{self, BoxStream};
 use futures::{Stream, StreamExt};
@@ -64,7 +65,9 @@ type Events<K> = BoxStream<'static, Result<Event<K>, watcher::Error>>;
 
 /// The events of a watch of `api` with `config` that keeps to the ranges `state` holds, starting
 /// over (a new list, which replaces the store's contents) each time they change. `store` is the
-/// cache's own, to turn an object that moves out of the ranges into a deletion.
+/// cache's own, to turn an object that moves out of the ranges into a deletion; `listing` is set
+/// to the ranges of each watch as it starts, so that the cache knows which ranges a list it
+/// completes holds.
 pub(crate) fn events<K>(
     api: Api<K>,
     config: watcher::Config,
@@ -72,12 +75,14 @@ pub(crate) fn events<K>(
     key: ShardKey,
     store: Store<K>,
     lease_namespace: String,
+    listing: &Arc<Mutex<Ranges>>,
 ) -> impl Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static
 where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
     K::Scope: WatchScope,
 {
     let kind = K::kind(&()).to_string();
+    let listing = listing.clone();
     let start = async move {
         let filtering = match key {
             ShardKey::ControllerOwner => Filtering::Client,
@@ -91,8 +96,10 @@ where
             ShardKey::Uid => filtering_of(&api, &lease_namespace).await,
         };
         let held = state.borrow_and_update().held.clone();
+        *lock(&listing) = held.clone();
         let current = watch_ranges(&api, &config, filtering, &held, key, &store);
         let switching = Switching {
+            listing,
             api,
             config,
             filtering,
@@ -140,6 +147,12 @@ struct Switching<K: Resource<DynamicType = ()> + 'static> {
     held: Ranges,
     current: Events<K>,
     kind: String,
+    listing: Arc<Mutex<Ranges>>,
+}
+
+fn lock(ranges: &Mutex<Ranges>) -> std::sync::MutexGuard<'_, Ranges> {
+    // Replacing a value cannot leave it half-written.
+    ranges.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl<K> Switching<K>
@@ -157,6 +170,7 @@ where
                     let held = self.state.borrow_and_update().held.clone();
                     if held != self.held {
                         info!(kind = self.kind, ranges = %held, "the shard changed; listing again");
+                        *lock(&self.listing) = held.clone();
                         self.current = watch_ranges(&self.api, &self.config, self.filtering, &held, self.key, &self.store);
                         self.held = held;
                     }
