@@ -74,7 +74,6 @@ pub(crate) enum Origin {
     Listed,
 }
 
-
 impl<K> Clone for Change<K> {
     fn clone(&self) -> Self {
         match self {
@@ -463,9 +462,16 @@ where
         // The ranges of the list the watch is making, for the cache to tell which ones it holds.
         let listing = Arc::new(Mutex::new(Ranges::none()));
         let state = shard.state();
-        let events = crate::shard::watch::events(api, config, state, key, store, namespace, &listing)
-            .modify(move |object| keep_own_apply_entry(object, &field_manager));
-        let filling = fill(events, writer, shared.clone(), manager.expect_cache(), Some(listing));
+        let events =
+            crate::shard::watch::events(api, config, state, key, store, namespace, &listing)
+                .modify(move |object| keep_own_apply_entry(object, &field_manager));
+        let filling = fill(
+            events,
+            writer,
+            shared.clone(),
+            manager.expect_cache(),
+            Some(listing),
+        );
         let stop = manager.shutdown_signal();
         tokio::spawn(async move {
             tokio::select! {
@@ -536,9 +542,9 @@ async fn fill<K>(
             watcher::Event::Init => {
                 // The store keeps the old list until the new one is whole, but the objects that
                 // changed meanwhile (or, sharded, those of new ranges) are not in it.
-                shared.complete.send_if_modified(|listed| {
-                    std::mem::replace(&mut listed.complete, false)
-                });
+                shared
+                    .complete
+                    .send_if_modified(|listed| std::mem::replace(&mut listed.complete, false));
                 Vec::new()
             }
             watcher::Event::InitApply(_) => Vec::new(),

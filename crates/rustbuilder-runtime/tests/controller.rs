@@ -99,6 +99,11 @@ async fn reconcile(widget: Arc<Widget>, ctx: Arc<Context>) -> Result<Action, Err
     if attempt <= widget.spec.fail_times {
         return Err(Error::OnPurpose);
     }
+    assert!(
+        widget.spec.size >= 0,
+        "size {} is negative",
+        widget.spec.size
+    );
     let namespace = widget.namespace().unwrap();
     let name = format!("{}-widget", widget.name_any());
     let current = ctx.configmaps.find(&namespace, &name).await?;
@@ -521,6 +526,188 @@ async fn a_namespaced_manager_needs_only_a_role_in_its_namespace() {
 
     manager.shutdown();
     running.await.unwrap();
+}
+
+/// A Role in `namespace` for the ServiceAccount `manager` there, named `name`, with `rules`.
+async fn grant(admin: &kube::Client, namespace: &str, name: &str, rules: serde_json::Value) {
+    let role: k8s_openapi::api::rbac::v1::Role = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": name, "namespace": namespace }, "rules": rules,
+    }))
+    .unwrap();
+    let binding: k8s_openapi::api::rbac::v1::RoleBinding =
+        serde_json::from_value(serde_json::json!({
+            "metadata": { "name": name, "namespace": namespace },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name },
+            "subjects": [{ "kind": "ServiceAccount", "name": "manager", "namespace": namespace }],
+        }))
+        .unwrap();
+    let pp = PostParams::default();
+    let roles = Api::namespaced(admin.clone(), namespace);
+    roles.create(&pp, &role).await.unwrap();
+    let bindings = Api::namespaced(admin.clone(), namespace);
+    bindings.create(&pp, &binding).await.unwrap();
+}
+
+/// The controller's own cache lists at once, the cache of the ConfigMaps it owns cannot list yet
+/// (its Role comes later): no reconcile may start before both hold their lists, else it would take
+/// a ConfigMap still coming for an absent one.
+#[tokio::test]
+async fn no_reconcile_starts_before_every_cache_it_reads_has_listed() {
+    let env = TestEnv::builder().crd(Widget::crd()).start().await;
+    let admin = env.client();
+    env.create_namespace("gated").await;
+    let widgets_only = serde_json::json!([
+        { "apiGroups": ["test.example.com"], "resources": ["widgets", "widgets/status"],
+          "verbs": ["get", "list", "watch", "patch"] },
+        { "apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"] },
+    ]);
+    grant(&admin, "gated", "widgets", widgets_only).await;
+    Api::<Widget>::namespaced(admin.clone(), "gated")
+        .create(&PostParams::default(), &widget("w", 2, 0))
+        .await
+        .unwrap();
+    let client = env.service_account_client("gated", "manager").await;
+    let manager = Manager::in_namespace(MANAGER, client.clone(), "gated");
+    let configmaps = manager.owned::<ConfigMap>();
+    let ctx = Context::new(&manager, client, &configmaps);
+    let widgets = manager.cache::<Widget>();
+    let controllers = manager.controllers();
+    controllers.add(
+        manager
+            .controller(manager.api::<Widget>(), "widget")
+            .owns(&configmaps)
+            .run(reconcile, ctx.clone()),
+    );
+    let running = tokio::spawn(async move { controllers.run().await.unwrap() });
+
+    let listed = async || widgets.is_synced();
+    assert!(
+        eventually(Duration::from_secs(30), listed).await,
+        "the widgets never listed"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!configmaps.completeness().is_complete());
+    assert_eq!(
+        ctx.reconciles.load(Ordering::SeqCst),
+        0,
+        "a reconcile ran while the ConfigMaps had not listed"
+    );
+
+    let configmaps_too = serde_json::json!([
+        { "apiGroups": [""], "resources": ["configmaps"],
+          "verbs": ["get", "list", "watch", "create", "patch"] },
+    ]);
+    grant(&admin, "gated", "configmaps", configmaps_too).await;
+    let mine: Api<Widget> = Api::namespaced(admin.clone(), "gated");
+    let is_ready = async || {
+        let w = mine.get("w").await.unwrap();
+        conditions::is_true(&w.status.map(|s| s.conditions).unwrap_or_default(), "Ready")
+    };
+    assert!(
+        eventually(Duration::from_secs(60), is_ready).await,
+        "never Ready once the ConfigMaps could be listed"
+    );
+    assert!(configmaps.completeness().is_complete());
+
+    manager.shutdown();
+    running.await.unwrap();
+}
+
+/// The unhappy paths of one running controller: a reconcile that panics, a reader of the owned
+/// cache that never reads while more than a thousand ConfigMaps arrive, and triggers for owners
+/// that are gone. The controller goes on with every other object, and its queue empties.
+#[tokio::test]
+async fn panics_stalled_readers_and_gone_owners_stop_nothing() {
+    let env = TestEnv::builder().crd(Widget::crd()).start().await;
+    let client = env.client();
+    let (manager, ctx, running) = start(&env).await;
+    // Subscribed and never read.
+    let _stalled = ctx.configmaps.changes();
+    let widgets: Api<Widget> = Api::namespaced(client.clone(), "default");
+    let pp = PostParams::default();
+    widgets.create(&pp, &widget("bad", -1, 0)).await.unwrap();
+
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let failed = async || {
+        let list = events.list(&ListParams::default()).await.unwrap();
+        list.items.iter().any(|e| {
+            e.reason.as_deref() == Some("ReconcileFailed")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("bad")
+                && e.note
+                    .as_ref()
+                    .is_some_and(|n| n.contains("panicked: size -1 is negative"))
+        })
+    };
+    assert!(
+        eventually(Duration::from_secs(30), failed).await,
+        "no ReconcileFailed event for the panic"
+    );
+    let metrics = manager.metrics().encode();
+    let panics = support::sample(
+        &metrics,
+        r#"controller_runtime_reconcile_panics_total{controller="widget"}"#,
+    );
+    assert!(panics.is_some_and(|n| n >= 1.0), "{metrics}");
+    assert!(!running.is_finished(), "the manager stopped");
+
+    // More changes than any buffer of a reader would hold.
+    const MANY: usize = 1_100;
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    futures::stream::iter(0..MANY)
+        .for_each_concurrent(16, |i| {
+            let configmaps = configmaps.clone();
+            async move {
+                let labelled: ConfigMap = serde_json::from_value(serde_json::json!({
+                    "metadata": { "name": format!("many-{i}"), "labels": { MANAGED_BY_LABEL: MANAGER } }
+                }))
+                .unwrap();
+                configmaps.create(&PostParams::default(), &labelled).await.unwrap();
+            }
+        })
+        .await;
+    let all_cached = async || ctx.configmaps.len() >= MANY;
+    assert!(
+        eventually(Duration::from_secs(30), all_cached).await,
+        "the cache stopped at {} of {MANY} ConfigMaps",
+        ctx.configmaps.len()
+    );
+    widgets.create(&pp, &widget("good", 2, 0)).await.unwrap();
+    let is_ready = async || {
+        let w = widgets.get("good").await.unwrap();
+        conditions::is_true(&w.status.map(|s| s.conditions).unwrap_or_default(), "Ready")
+    };
+    assert!(
+        eventually(Duration::from_secs(30), is_ready).await,
+        "the controller beside the stalled reader never made `good` Ready"
+    );
+
+    // The owners go first (no garbage collector here), then their ConfigMaps: each deletion
+    // triggers an owner that no longer exists.
+    let dp = DeleteParams::default();
+    for name in ["good", "bad"] {
+        widgets.delete(name, &dp).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    configmaps.delete("good-widget", &dp).await.unwrap();
+    let depth = || {
+        let metrics = manager.metrics().encode();
+        let line = metrics
+            .lines()
+            .find(|l| l.starts_with("workqueue_depth{") && l.contains(r#"controller="widget""#));
+        line.and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+    };
+    let emptied = async || depth() == Some(0.0);
+    assert!(
+        eventually(Duration::from_secs(20), emptied).await,
+        "workqueue_depth stays at {:?}",
+        depth()
+    );
+
+    manager.shutdown();
+    tokio::time::timeout(Duration::from_secs(10), running)
+        .await
+        .unwrap()
+        .unwrap();
 }
 
 /// A manager asked to stop before its caches have listed (here: it may not list anything) stops at

@@ -28,8 +28,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::future::ready;
-use futures::{FutureExt, StreamExt};
 use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::ClusterResourceScope;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
@@ -329,7 +329,8 @@ where
         let working = queue.clone();
         let done = admitted.clone();
         let shard = manager.shard().cloned();
-        let reads: Arc<[Completeness]> = std::iter::once(cache.completeness()).chain(reads).collect();
+        let reads: Arc<[Completeness]> =
+            std::iter::once(cache.completeness()).chain(reads).collect();
         let (store, stopping) = (cache.store(), manager.clone());
         let checked = move |triggered: Arc<K>, ctx: Arc<C>| {
             let (reconcile, reset, events) = (reconcile.clone(), reset.clone(), events.clone());
@@ -359,10 +360,12 @@ where
                         return skip();
                     };
                     let permit = match &shard {
-                        Some(shard) => match shard.enter(object.meta().uid.as_deref().unwrap_or("")) {
-                            Some(permit) => Some(permit),
-                            None => return skip(),
-                        },
+                        Some(shard) => {
+                            match shard.enter(object.meta().uid.as_deref().unwrap_or("")) {
+                                Some(permit) => Some(permit),
+                                None => return skip(),
+                            }
+                        }
                         None => None,
                     };
                     // A cache may have started listing again while the permit was taken.

@@ -247,7 +247,11 @@ mod tests {
             .unbounded_send((key("kept"), Origin::Listed))
             .unwrap();
         assert_eq!(next_name(&mut stream).await.as_deref(), Some("kept"));
-        assert_eq!(work.waiting(), 1, "`gone` left the queue, `kept` waits for its reconcile");
+        assert_eq!(
+            work.waiting(),
+            1,
+            "`gone` left the queue, `kept` waits for its reconcile"
+        );
         drop(triggers);
         stream.admitted().done(&key("kept"));
         assert_eq!(stream.next().await, None);
