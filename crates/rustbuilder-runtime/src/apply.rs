@@ -41,7 +41,6 @@
 use std::fmt::Debug;
 
 use kube::api::{Api, Patch, PatchParams};
-use kube::core::Status;
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -479,14 +478,34 @@ fn releases(owned: &Value, wanted: &Value) -> bool {
     })
 }
 
+/// A request refused before it is sent: the error kube's own request builder returns for it.
 fn invalid(message: &str) -> kube::Error {
-    kube::Error::Api(Box::new(Status::failure(message, "Invalid").with_code(422)))
+    kube::Error::BuildRequest(kube::core::request::Error::Validation(message.into()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[tokio::test]
+    async fn an_object_without_a_name_is_refused_before_any_request() {
+        // Nothing listens on port 9: a request sent would fail as a connection error instead.
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let api = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(
+            kube::Client::try_from(config).unwrap(),
+            "default",
+        );
+        let unnamed = k8s_openapi::api::core::v1::ConfigMap::default();
+        let refused = apply(&api, None, &unnamed, "test").await.unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                kube::Error::BuildRequest(kube::core::request::Error::Validation(_))
+            ),
+            "not refused as the client's own validation: {refused:?}"
+        );
+    }
 
     #[test]
     fn objects_may_hold_more_than_wanted() {

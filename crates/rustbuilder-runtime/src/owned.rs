@@ -137,7 +137,7 @@ where
 {
     /// The object `namespace/name`: from the cache; else `None` without an API call when
     /// [`Owned::with_other_names`] knows no other object of that name; else by a GET (someone
-    /// else's object may have that name, or a watch has not listed yet). Like any cache it can be
+    /// else's object may have that name, or a watch is listing, the first time or again). Like any cache it can be
     /// an instant behind: an object created a moment ago reads as absent until its watch event
     /// arrives (applying one of ours again is harmless).
     pub async fn find(&self, namespace: &str, name: &str) -> Result<Option<Arc<K>>, kube::Error> {
@@ -145,8 +145,8 @@ where
             return Ok(Some(cached));
         }
         if let Some(others) = &self.others
-            && self.objects.is_synced()
-            && others.is_synced()
+            && self.objects.completeness().is_complete()
+            && others.completeness().is_complete()
             && others.get(Some(namespace), name).is_none()
         {
             return Ok(None);

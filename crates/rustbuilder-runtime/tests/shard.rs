@@ -216,6 +216,7 @@ async fn split_between_two_members(env: &TestEnv, filtering: Filtering) {
             let shard = Membership::new(manager.client(), "default", "split")
                 .identity(identity)
                 .timing(TIMING)
+                .expect("valid timing")
                 .metrics(manager.metrics())
                 .start();
             let config = watcher::Config::default().labels(&format!("{LABEL}=yes"));
@@ -550,6 +551,7 @@ fn join(client: &Client, identity: &str, record: &Arc<Mutex<Record>>) -> Member 
     let shard = Membership::new(client.clone(), "default", "drill")
         .identity(identity)
         .timing(TIMING)
+        .expect("valid timing")
         .on_transition(move |t| hook_record.lock().unwrap().held.push(t.into()))
         .start();
     let workers = (0..2)
@@ -698,6 +700,7 @@ async fn members_hand_ranges_over_without_overlap() {
     let e = Membership::new(client.clone(), "default", "alone")
         .identity("e")
         .timing(TIMING)
+        .expect("valid timing")
         .start();
     let full = eventually(Duration::from_secs(5), async || {
         e.state().borrow().held.is_full()

@@ -52,21 +52,30 @@ impl Default for Timing {
     }
 }
 
-/// Panics unless `lease_duration > renew_deadline > retry_period > 0`: a leader must give up before
-/// a follower may take over.
-pub(crate) fn check_timing(timing: &Timing) {
-    let Timing {
-        lease_duration,
-        renew_deadline,
-        retry_period,
-    } = *timing;
-    assert!(
-        lease_duration > renew_deadline
-            && renew_deadline > retry_period
-            && retry_period > Duration::ZERO,
-        "leader election needs lease duration > renew deadline > retry period > 0: {timing:?}"
-    );
+impl Timing {
+    /// `Ok` when `lease_duration > renew_deadline > retry_period > 0`: a leader (or a shard member)
+    /// must give up before another process may take over, and must try more than once before.
+    pub fn check(&self) -> Result<(), InvalidTiming> {
+        let ordered = self.lease_duration > self.renew_deadline
+            && self.renew_deadline > self.retry_period
+            && self.retry_period > Duration::ZERO;
+        if ordered {
+            Ok(())
+        } else {
+            Err(InvalidTiming(*self))
+        }
+    }
 }
+
+/// A [`Timing`] whose durations are not ordered `lease_duration > renew_deadline > retry_period > 0`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "lease duration {:?} > renew deadline {:?} > retry period {:?} > 0 does not hold",
+    .0.lease_duration,
+    .0.renew_deadline,
+    .0.retry_period
+)]
+pub struct InvalidTiming(pub Timing);
 
 /// A candidate for the Lease `namespace/name`.
 pub struct LeaderElection {
@@ -105,15 +114,11 @@ impl LeaderElection {
         }
     }
 
-    /// This candidate with other timing.
-    ///
-    /// # Panics
-    /// Unless `lease_duration > renew_deadline > retry_period > 0`: a leader must give up before a
-    /// follower may take over.
-    pub fn with_timing(mut self, timing: Timing) -> Self {
-        check_timing(&timing);
+    /// This candidate with other timing, unless it is invalid (see [`Timing::check`]).
+    pub fn with_timing(mut self, timing: Timing) -> Result<Self, InvalidTiming> {
+        timing.check()?;
         self.timing = timing;
-        self
+        Ok(self)
     }
 
     /// The holder identity this process writes into the Lease.

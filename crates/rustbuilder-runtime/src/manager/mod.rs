@@ -44,13 +44,18 @@ pub use http::BindAddress;
 use leader::{LeaderElection, Timing};
 pub use tls::CertSource;
 
-/// Why the manager could not start, or stopped early. Its `Debug` output is the message, so that a
-/// `main` returning it prints something readable.
+/// What an [`Error`] was caused by, when something below the manager failed.
+pub type Cause = Box<dyn std::error::Error + Send + Sync>;
+
+/// Why the manager could not start, or stopped early. Its message names what failed, and
+/// [`std::error::Error::source`] what caused it. `{:?}` prints the message and its causes, one
+/// per line, so that a `main` returning it prints something readable; `{:#?}` the variant and its
+/// fields.
 #[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// An endpoint could not listen on its address.
-    #[error("cannot listen on {address}: {source}")]
+    #[error("cannot listen on {address}")]
     Bind {
         /// The address as given.
         address: String,
@@ -59,19 +64,38 @@ pub enum Error {
     },
 
     /// The metrics serving certificate could not be made or loaded.
-    #[error("metrics TLS: {0}")]
-    Tls(String),
+    #[error("metrics TLS: {context}")]
+    Tls {
+        /// What was being done (and with which file).
+        context: String,
+        /// What failed.
+        source: Cause,
+    },
 
     /// The webhook server could not start, e.g. its serving certificate is missing.
-    #[error("webhook server: {0}")]
-    Webhook(String),
+    #[error("webhook server: {reason}")]
+    Webhook {
+        /// What is wrong, and how to mend it.
+        reason: String,
+        /// What failed, if something below did.
+        source: Option<Cause>,
+    },
 
-    /// A flag value is invalid (e.g. the log filter).
-    #[error("invalid configuration: {0}")]
-    Config(String),
+    /// A flag value or a setting is invalid (e.g. the log filter, or the kubeconfig).
+    #[error("invalid configuration: {reason}")]
+    Config {
+        /// Which value, and why.
+        reason: String,
+        /// What failed, if something below did.
+        source: Option<Cause>,
+    },
+
+    /// The leader-election (or shard) Lease timing is inconsistent.
+    #[error("invalid lease timing")]
+    LeaseTiming(#[from] leader::InvalidTiming),
 
     /// The API client could not be configured, or the API server could not be reached.
-    #[error("cannot reach the Kubernetes API: {0}")]
+    #[error("cannot reach the Kubernetes API")]
     Kube(#[from] kube::Error),
 
     /// A controller stopped (or panicked) before shutdown was requested.
@@ -92,9 +116,63 @@ pub enum Error {
     Interrupted,
 }
 
+impl Error {
+    /// An invalid setting with no error below it.
+    pub(crate) fn config(reason: impl Into<String>) -> Self {
+        Error::Config {
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// An invalid setting that `source` tells more about.
+    pub(crate) fn config_from(reason: impl Into<String>, source: impl Into<Cause>) -> Self {
+        Error::Config {
+            reason: reason.into(),
+            source: Some(source.into()),
+        }
+    }
+}
+
 impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self, f)
+        if f.alternate() {
+            return match self {
+                Error::Bind { address, source } => f
+                    .debug_struct("Bind")
+                    .field("address", address)
+                    .field("source", source)
+                    .finish(),
+                Error::Tls { context, source } => f
+                    .debug_struct("Tls")
+                    .field("context", context)
+                    .field("source", source)
+                    .finish(),
+                Error::Webhook { reason, source } => f
+                    .debug_struct("Webhook")
+                    .field("reason", reason)
+                    .field("source", source)
+                    .finish(),
+                Error::Config { reason, source } => f
+                    .debug_struct("Config")
+                    .field("reason", reason)
+                    .field("source", source)
+                    .finish(),
+                Error::LeaseTiming(timing) => f.debug_tuple("LeaseTiming").field(timing).finish(),
+                Error::Kube(error) => f.debug_tuple("Kube").field(error).finish(),
+                Error::ControllerStopped => f.write_str("ControllerStopped"),
+                Error::LeadershipLost => f.write_str("LeadershipLost"),
+                Error::ShardLost => f.write_str("ShardLost"),
+                Error::Interrupted => f.write_str("Interrupted"),
+            };
+        }
+        write!(f, "{self}")?;
+        let mut cause = std::error::Error::source(self);
+        while let Some(error) = cause {
+            write!(f, "\n  caused by: {error}")?;
+            cause = error.source();
+        }
+        Ok(())
     }
 }
 
@@ -640,13 +718,10 @@ impl ManagerBuilder {
         self
     }
 
-    /// The leader-election timing [default: [`Timing::default`], controller-runtime's].
-    ///
-    /// # Panics
-    ///
-    /// Unless `lease_duration > renew_deadline > retry_period > 0`.
+    /// The leader-election (and shard) Lease timing [default: [`Timing::default`],
+    /// controller-runtime's]. [`ManagerBuilder::start`] fails with [`Error::LeaseTiming`] unless
+    /// `lease_duration > renew_deadline > retry_period > 0`.
     pub fn lease_timing(mut self, timing: Timing) -> Self {
-        leader::check_timing(&timing);
         self.lease_timing = timing;
         self
     }
@@ -655,6 +730,7 @@ impl ManagerBuilder {
     /// probes and metrics, and handles signals (SIGTERM or Ctrl-C requests a graceful shutdown; a
     /// second one makes [`Controllers::run`] return [`Error::Interrupted`] at once).
     pub async fn start(self, args: ManagerArgs) -> Result<Manager, Error> {
+        self.lease_timing.check()?;
         match self.logging {
             Logging::Default => init_logging(&args)?,
             Logging::Subscriber(dispatch) => {
@@ -674,8 +750,8 @@ impl ManagerBuilder {
         info!(version = %server.git_version, "connected to the API server");
 
         if args.sharding && args.leader_elect {
-            return Err(Error::Config(
-                "--sharding and --leader-elect: choose one (sharding needs no leader)".into(),
+            return Err(Error::config(
+                "--sharding and --leader-elect: choose one (sharding needs no leader)",
             ));
         }
         let leader_election_id = self.leader_election_id.unwrap_or_else(|| self.name.clone());
@@ -706,7 +782,7 @@ impl ManagerBuilder {
             let group = shard_group(&leader_election_id);
             let shard = Membership::new(inner.client.clone(), &lease_namespace, &group)
                 .identity(&inner.identity)
-                .timing(self.lease_timing)
+                .timing(self.lease_timing)?
                 .metrics(&inner.metrics)
                 .start();
             info!(
@@ -823,9 +899,7 @@ impl Controllers {
         let pending = match std::mem::replace(&mut *manager.registry(), Registry::Running) {
             Registry::Adding(pending) => pending,
             Registry::Running => {
-                return Err(Error::Config(
-                    "the controllers of this manager already run".into(),
-                ));
+                return Err(Error::config("the controllers of this manager already run"));
             }
         };
         // Every replica serves webhooks, the leader or not: the API server calls any of them.
@@ -850,7 +924,7 @@ impl Controllers {
         let mut leadership = None;
         if let Some((namespace, lease)) = &manager.inner.leader_election {
             let election = LeaderElection::new(&manager, namespace, lease)
-                .with_timing(manager.inner.lease_timing);
+                .with_timing(manager.inner.lease_timing)?;
             tokio::select! {
                 acquired = election.acquire() => match acquired {
                     Some(acquired) => leadership = Some(acquired),
@@ -1009,7 +1083,7 @@ mod sealed {
 fn watch_namespace(flag: Option<&str>) -> Result<Option<String>, Error> {
     match flag.map(str::trim) {
         None | Some("") => Ok(None),
-        Some(list) if list.contains(',') => Err(Error::Config(format!(
+        Some(list) if list.contains(',') => Err(Error::config(format!(
             "--watch-namespace {list:?}: one namespace only (a comma-separated list is not supported); leave it empty to watch all namespaces"
         ))),
         Some(namespace) => Ok(Some(namespace.to_string())),
@@ -1045,12 +1119,12 @@ async fn client_config(args: &ManagerArgs) -> Result<kube::Config, Error> {
     let config = match &args.kubeconfig {
         Some(path) => {
             let kubeconfig = Kubeconfig::read_from(path)
-                .map_err(|e| Error::Config(format!("--kubeconfig {}: {e}", path.display())))?;
+                .map_err(|e| Error::config_from(format!("--kubeconfig {}", path.display()), e))?;
             kube::Config::from_custom_kubeconfig(kubeconfig, &options).await
         }
         None => kube::Config::from_kubeconfig(&options).await,
     };
-    config.map_err(|e| Error::Config(format!("kubeconfig: {e}")))
+    config.map_err(|e| Error::config_from("kubeconfig", e))
 }
 
 /// The API client of `config`, its requests counted in `metrics` (`rest_client_*`).
@@ -1072,7 +1146,7 @@ fn counted_client(
 
 fn init_logging(args: &ManagerArgs) -> Result<(), Error> {
     let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level)
-        .map_err(|e| Error::Config(format!("--log-level {}: {e}", args.log_level)))?;
+        .map_err(|e| Error::config_from(format!("--log-level {}", args.log_level), e))?;
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::stdout().is_terminal());
@@ -1140,6 +1214,44 @@ async fn shutdown_on_signal(manager: Manager) {
 mod tests {
     use super::*;
     use clap::Parser;
+    use std::time::Duration;
+
+    #[test]
+    fn errors_keep_their_causes() {
+        let parse = "x".parse::<u8>().unwrap_err();
+        let error = Error::config_from("--log-level x", parse.clone());
+        assert_eq!(error.to_string(), "invalid configuration: --log-level x");
+        let source = std::error::Error::source(&error).expect("the cause is kept");
+        assert_eq!(source.to_string(), parse.to_string());
+        // `{:?}` (what a `main` returning the error prints) reads as the message and its causes...
+        assert_eq!(
+            format!("{error:?}"),
+            format!("invalid configuration: --log-level x\n  caused by: {parse}")
+        );
+        // ...and `{:#?}` shows the variant.
+        let variant = format!("{error:#?}");
+        assert!(variant.starts_with("Config {"), "{variant}");
+        assert!(variant.contains("InvalidDigit"), "{variant}");
+    }
+
+    #[tokio::test]
+    async fn an_invalid_lease_timing_fails_the_start() {
+        let timing = leader::Timing {
+            lease_duration: Duration::from_secs(10),
+            renew_deadline: Duration::from_secs(15),
+            retry_period: Duration::from_secs(2),
+        };
+        let args = Args::try_parse_from(["manager"]).unwrap().manager;
+        let started = Manager::builder("timing-test")
+            .lease_timing(timing)
+            .start(args)
+            .await;
+        match started {
+            Err(Error::LeaseTiming(invalid)) => assert_eq!(invalid.0, timing),
+            other => panic!("started with a renew deadline past the lease: {other:?}"),
+        }
+        assert!(leader::Timing::default().check().is_ok());
+    }
 
     #[test]
     fn readiness() {
@@ -1238,7 +1350,7 @@ mod tests {
 
         // They run once: a second run fails, a controller added now panics (it would never run).
         let again = manager.controllers().run().await;
-        assert!(matches!(again, Err(Error::Config(_))), "{again:?}");
+        assert!(matches!(again, Err(Error::Config { .. })), "{again:?}");
         let add = || manager.controllers().add(async {});
         let late = std::panic::catch_unwind(std::panic::AssertUnwindSafe(add));
         assert!(

@@ -15,7 +15,7 @@ use tokio_rustls::rustls::server::{ClientHello, ResolvesServerCert};
 use tokio_rustls::rustls::sign::CertifiedKey;
 use tracing::{info, warn};
 
-use super::Error;
+use super::{Cause, Error};
 
 /// How often mounted certificate files are checked for changes. Kubernetes updates mounted Secrets
 /// within about a minute, so this adds little to a rotation.
@@ -56,7 +56,7 @@ pub fn acceptor(source: CertSource) -> Result<TlsAcceptor, Error> {
     }
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| Error::Tls(e.to_string()))?
+        .map_err(|e| tls_error("choosing the protocol versions", e))?
         .with_no_client_auth()
         .with_cert_resolver(current);
     // HTTP/2 is off, as in Kubebuilder (its rapid-reset and stream-cancel CVEs); metrics need no more.
@@ -66,24 +66,30 @@ pub fn acceptor(source: CertSource) -> Result<TlsAcceptor, Error> {
 
 fn self_signed(names: &[String], provider: &CryptoProvider) -> Result<CertifiedKey, Error> {
     let generated = rcgen::generate_simple_self_signed(names.to_vec())
-        .map_err(|e| Error::Tls(e.to_string()))?;
+        .map_err(|e| tls_error("generating a self-signed certificate", e))?;
     let key = PrivateKeyDer::Pkcs8(generated.signing_key.serialize_der().into());
     info!(?names, "serving with a self-signed certificate");
     CertifiedKey::from_der(vec![generated.cert.der().clone()], key, provider)
-        .map_err(|e| Error::Tls(e.to_string()))
+        .map_err(|e| tls_error("loading the self-signed certificate", e))
+}
+
+fn tls_error(context: impl Into<String>, source: impl Into<Cause>) -> Error {
+    Error::Tls {
+        context: context.into(),
+        source: source.into(),
+    }
 }
 
 fn load(cert: &Path, key: &Path, provider: &CryptoProvider) -> Result<CertifiedKey, Error> {
-    let fail =
-        |path: &Path, e: &dyn std::fmt::Display| Error::Tls(format!("{}: {e}", path.display()));
+    let fail = |path: &Path, e: Cause| tls_error(path.display().to_string(), e);
     let chain = CertificateDer::pem_file_iter(cert)
         .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| fail(cert, &e))?;
+        .map_err(|e| fail(cert, e.into()))?;
     if chain.is_empty() {
-        return Err(fail(cert, &"no certificate"));
+        return Err(fail(cert, "no certificate in the file".into()));
     }
-    let private_key = PrivateKeyDer::from_pem_file(key).map_err(|e| fail(key, &e))?;
-    CertifiedKey::from_der(chain, private_key, provider).map_err(|e| fail(key, &e))
+    let private_key = PrivateKeyDer::from_pem_file(key).map_err(|e| fail(key, e.into()))?;
+    CertifiedKey::from_der(chain, private_key, provider).map_err(|e| fail(key, e.into()))
 }
 
 /// Polls the files' modification times and reloads them when they change, while `current` is in use.

@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 use tracing::{debug, error, info, warn};
 
 use super::range::{Range, Ranges, hash};
-use crate::manager::leader::{Timing, check_timing, hostname};
+use crate::manager::leader::{InvalidTiming, Timing, hostname};
 use crate::metrics::Metrics;
 
 /// The label that puts a Lease in a shard group; its value is the group's name.
@@ -109,15 +109,13 @@ impl Membership {
         self
     }
 
-    /// Other timing. The lease duration is written in whole seconds, so keep it a whole number.
-    ///
-    /// # Panics
-    /// Unless `lease_duration > renew_deadline > retry_period > 0`: a member must give its ranges
-    /// up before the others may take them.
-    pub fn timing(mut self, timing: Timing) -> Self {
-        check_timing(&timing);
+    /// Other timing, unless it is invalid (see [`Timing::check`]): a member must give its ranges
+    /// up before the others may take them. The lease duration is written in whole seconds, so keep
+    /// it a whole number.
+    pub fn timing(mut self, timing: Timing) -> Result<Self, InvalidTiming> {
+        timing.check()?;
         self.timing = timing;
-        self
+        Ok(self)
     }
 
     /// Records `shard_*` metrics (see [`crate::metrics`]) into `metrics`.

@@ -56,12 +56,13 @@ impl Server {
         cert: CertSource,
     ) -> Result<Server, Error> {
         if address.is_off() {
-            return Err(Error::Config(
-                "the webhook server needs a port, not 0".into(),
-            ));
+            return Err(Error::config("the webhook server needs a port, not 0"));
         }
         check_files(&cert)?;
-        let acceptor = tls::acceptor(cert).map_err(|e| Error::Webhook(e.to_string()))?;
+        let acceptor = tls::acceptor(cert).map_err(|e| Error::Webhook {
+            reason: "cannot serve TLS".into(),
+            source: Some(e.into()),
+        })?;
         let listener = http::listen(address)
             .await?
             .expect("an address that is not off");
@@ -140,15 +141,18 @@ fn check_files(cert: &CertSource) -> Result<(), Error> {
     };
     for file in [cert, key] {
         if !file.is_file() {
-            return Err(Error::Webhook(format!(
-                "no serving certificate: {} does not exist\n\
+            return Err(Error::Webhook {
+                reason: format!(
+                    "no serving certificate: {} does not exist\n\
                  help: webhooks are registered, so the manager serves them over HTTPS and needs a \
                  certificate and key there. In a cluster, `make deploy` has cert-manager issue them \
                  into the mounted Secret; elsewhere, point --webhook-cert-path (WEBHOOK_CERT_PATH) at a \
                  directory with tls.crt and tls.key (in tests: rustbuilder_envtest's \
                  TestEnv::webhook_cert_dir())",
-                file.display()
-            )));
+                    file.display()
+                ),
+                source: None,
+            });
         }
     }
     Ok(())
