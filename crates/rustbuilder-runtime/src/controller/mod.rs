@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use futures::future::ready;
+use futures::future::{Either, ready};
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::ClusterResourceScope;
@@ -377,7 +377,21 @@ where
                 let key = object_key(&*object);
                 let reference = object.object_ref(&());
                 let reconciling = catch_panic(async { reconcile(object, ctx).await });
-                let result = metrics.clone().measure(reconciling).await;
+                // Sharded, a reconcile ends when the replica's fence passes: its writes are no
+                // longer safe (another replica may hold the object by now).
+                let fence_passed = match &shard {
+                    Some(shard) => Either::Left(shard.fence().passed()),
+                    None => Either::Right(std::future::pending()),
+                };
+                let result = tokio::select! {
+                    biased;
+                    () = fence_passed => {
+                        warn!(object = %key, "reconcile cancelled: this shard member was not renewed in time");
+                        drop(work);
+                        return skip();
+                    }
+                    result = metrics.clone().measure(reconciling) => result,
+                };
                 drop(work);
                 done.done(&listed);
                 if matches!(&result, Ok(action) if *action == Action::requeue(Duration::ZERO)) {

@@ -32,7 +32,7 @@ use crate::controller::Builder;
 use crate::events::Events;
 use crate::metrics::Metrics;
 use crate::owned::Owned;
-use crate::shard::{Membership, Shard, ShardKey};
+use crate::shard::{Fence, Membership, Shard, ShardKey};
 use crate::webhook::{self, Webhooks};
 
 pub(crate) mod auth;
@@ -745,7 +745,10 @@ impl ManagerBuilder {
             None => client_config(&args).await?,
         };
         let identity = new_identity();
-        let client = counted_client(config, &metrics, &self.name, &identity)?;
+        // With --sharding, the member keeps this fence open while its renewals are in time; a
+        // write the client would send after that is refused (see `shard::Fence`).
+        let fence = Fence::new();
+        let client = counted_client(config, &metrics, &fence, &self.name, &identity)?;
         let server = client.apiserver_version().await?;
         info!(version = %server.git_version, "connected to the API server");
 
@@ -783,6 +786,7 @@ impl ManagerBuilder {
             let shard = Membership::new(inner.client.clone(), &lease_namespace, &group)
                 .identity(&inner.identity)
                 .timing(self.lease_timing)?
+                .fence(&fence)
                 .metrics(&inner.metrics)
                 .start();
             info!(
@@ -1127,10 +1131,12 @@ async fn client_config(args: &ManagerArgs) -> Result<kube::Config, Error> {
     config.map_err(|e| Error::config_from("kubeconfig", e))
 }
 
-/// The API client of `config`, its requests counted in `metrics` (`rest_client_*`).
+/// The API client of `config`, its requests counted in `metrics` (`rest_client_*`), its writes
+/// refused once `fence` has passed.
 fn counted_client(
     mut config: kube::Config,
     metrics: &Metrics,
+    fence: &Fence,
     name: &str,
     identity: &str,
 ) -> Result<Client, Error> {
@@ -1141,7 +1147,10 @@ fn counted_client(
     let host = config.cluster_url.authority().map(|a| a.to_string());
     let layer = metrics.client_layer(&host.unwrap_or_default());
     let builder = kube::client::ClientBuilder::try_from(config)?;
-    Ok(builder.with_layer(&layer).build())
+    Ok(builder
+        .with_layer(&fence.layer())
+        .with_layer(&layer)
+        .build())
 }
 
 fn init_logging(args: &ManagerArgs) -> Result<(), Error> {

@@ -15,6 +15,7 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 use tracing::{debug, error, info, warn};
 
+use super::fence::Fence;
 use super::range::{Range, Ranges, hash};
 use crate::manager::leader::{InvalidTiming, Timing, hostname};
 use crate::metrics::Metrics;
@@ -38,6 +39,7 @@ pub struct Membership {
     timing: Timing,
     metrics: Option<Metrics>,
     on_transition: Option<TransitionHook>,
+    fence: Fence,
 }
 
 type TransitionHook = Arc<dyn Fn(&Transition) + Send + Sync>;
@@ -99,6 +101,7 @@ impl Membership {
             timing: Timing::default(),
             metrics: None,
             on_transition: None,
+            fence: Fence::new(),
         }
     }
 
@@ -121,6 +124,14 @@ impl Membership {
     /// Records `shard_*` metrics (see [`crate::metrics`]) into `metrics`.
     pub fn metrics(mut self, metrics: &Metrics) -> Self {
         self.metrics = Some(metrics.clone());
+        self
+    }
+
+    /// Keeps `fence` (e.g. the one of the manager's client layer, [`Fence::layer`]) open while the
+    /// member's renewals are in time, and closes it once they are not. Without it, the member has a
+    /// fence of its own ([`Shard::fence`]).
+    pub fn fence(mut self, fence: &Fence) -> Self {
+        self.fence = fence.clone();
         self
     }
 
@@ -147,6 +158,7 @@ impl Membership {
             group: self.group.clone(),
             namespace: self.namespace.clone(),
             gate: Mutex::new(Gate::default()),
+            fence: self.fence,
             drained: Notify::new(),
             state,
             stop,
@@ -209,6 +221,8 @@ struct Inner {
     group: String,
     namespace: String,
     gate: Mutex<Gate>,
+    /// Open while the last renewal is recent enough for work to be safe.
+    fence: Fence,
     /// Woken when the last permit in flight on a hash is dropped.
     drained: Notify,
     state: watch::Sender<ShardState>,
@@ -274,9 +288,16 @@ impl Shard {
         self.inner.gate().active.clone()
     }
 
-    /// Admits work on the object with this uid if its hash is in the active ranges: hold the
-    /// [`Permit`] for the whole reconcile. `None` if another member is responsible for it (or none
-    /// is yet): skip the object, its owner reconciles it.
+    /// Until when this member's work is safe: cancel work in flight once it has passed
+    /// ([`Fence::passed`]).
+    pub fn fence(&self) -> &Fence {
+        &self.inner.fence
+    }
+
+    /// Admits work on the object with this uid if its hash is in the active ranges and the
+    /// member's [`fence`](Self::fence) is open: hold the [`Permit`] for the whole reconcile. `None`
+    /// if another member is responsible for it (or none is yet, or this member's last renewal is
+    /// too old): skip the object, its owner reconciles it.
     pub fn enter(&self, uid: &str) -> Option<Permit> {
         self.enter_hash(hash(uid))
     }
@@ -284,7 +305,7 @@ impl Shard {
     /// [`enter`](Self::enter) with the hash already computed.
     pub fn enter_hash(&self, hash: u64) -> Option<Permit> {
         let mut gate = self.inner.gate();
-        if !gate.active.contains(hash) {
+        if !gate.active.contains(hash) || !self.inner.fence.is_open() {
             return None;
         }
         *gate.in_flight.entry(hash).or_default() += 1;
@@ -330,6 +351,7 @@ impl Shard {
         if let Some(task) = task {
             task.abort();
         }
+        self.inner.fence.close();
         let mut gate = self.inner.gate();
         gate.active = Ranges::none();
     }
@@ -395,7 +417,7 @@ struct Worker {
     on_transition: Option<TransitionHook>,
     /// This member's Lease as last written.
     own: Option<Lease>,
-    /// When the Lease was last written successfully.
+    /// When the last successful write of the Lease was sent.
     renewed: Option<Instant>,
     observed: HashMap<String, Observed>,
     /// Admitted by the gate (and published).
@@ -429,11 +451,25 @@ impl Worker {
                 self.stopping = true;
             }
             let published = self.active.union(&self.draining).union(&self.claiming);
+            // Woken past the renew deadline (the process was paused, say): the others may be
+            // working on our ranges already, so renewing now would claim them twice.
+            if self.is_late() && !published.is_empty() {
+                error!(
+                    lease = self.lease_name,
+                    "the last shard lease renewal is older than {:?}", self.timing.renew_deadline
+                );
+                return self.lose();
+            }
             // Renewing, and reading the group, must end before the renew deadline.
             let deadline = self.deadline(&published);
+            let sent = Instant::now();
             let wrote = match tokio::time::timeout_at(deadline, self.write(&published)).await {
                 Ok(Written::Ok) => {
-                    self.renewed = Some(Instant::now());
+                    // The others count the lease from when they saw this write, after it was sent.
+                    self.renewed = Some(sent);
+                    self.shard
+                        .fence
+                        .open_until(sent + self.timing.renew_deadline);
                     true
                 }
                 Ok(Written::Gone) if !published.is_empty() => {
@@ -792,6 +828,7 @@ impl Worker {
 
     /// Could not renew in time: holds nothing from now on, for good.
     fn lose(mut self) {
+        self.shard.fence.close();
         self.shard.gate().active = Ranges::none();
         self.active = Ranges::none();
         self.draining = Ranges::none();

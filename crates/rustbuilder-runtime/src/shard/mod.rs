@@ -32,7 +32,10 @@
 //!   it.
 //! - A member that cannot renew its Lease within the renew deadline drops everything and stops
 //!   ([`Shard::lost`]), before its Lease expires; the others take its ranges only once the Lease has
-//!   expired (and delete the Lease). A member that stops cleanly ([`Shard::stop`]) gives its ranges up
+//!   expired (and delete the Lease). The renew deadline counts from when the last successful
+//!   renewal was *sent*, and a member that wakes up past it (paused, throttled, starved) writes
+//!   nothing more: its [`Fence`] has passed, so [`Shard::enter`] admits nothing, the reconciles in
+//!   flight are cancelled, and the manager's client refuses the writes they would still send. A member that stops cleanly ([`Shard::stop`]) gives its ranges up
 //!   and deletes its Lease, so the others take over at once.
 //!
 //! ## Watching a shard
@@ -101,12 +104,14 @@
 
 pub(crate) mod bucket;
 mod client;
+mod fence;
 mod member;
 mod range;
 pub(crate) mod watch;
 
 pub use bucket::{BUCKET_LABEL, bucket};
 pub use client::{Filtering, detect, selecting_client};
+pub use fence::{Fence, FenceLayer, FenceService, Fenced};
 pub use member::{
     GROUP_LABEL, Membership, Permit, RANGES_ANNOTATION, Shard, ShardState, Transition,
 };

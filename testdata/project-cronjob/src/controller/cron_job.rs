@@ -264,8 +264,11 @@ pub fn runs(
     starting_deadline_seconds: Option<i64>,
 ) -> Result<Runs, String> {
     let mut earliest = since;
-    if let Some(deadline) = starting_deadline_seconds {
-        earliest = earliest.max(now - SignedDuration::from_secs(deadline));
+    // A deadline reaching back past the earliest time there is hides nothing (no overflow).
+    if let Some(deadline) = starting_deadline_seconds
+        && let Ok(oldest) = now.checked_sub(SignedDuration::from_secs(deadline))
+    {
+        earliest = earliest.max(oldest);
     }
     let mut missed = None;
     let mut count = 0;
@@ -388,6 +391,14 @@ mod tests {
         let beyond = runs(&every_five_minutes(), since, now, Some(60)).unwrap();
         assert_eq!(beyond.missed, None);
         assert_eq!(beyond.next, at("2026-01-01T00:15:00Z"));
+    }
+
+    #[test]
+    fn a_deadline_longer_than_time_itself_hides_nothing() {
+        let since = at("2026-01-01T00:01:00Z");
+        let now = at("2026-01-01T00:12:00Z");
+        let runs = runs(&every_five_minutes(), since, now, Some(i64::MAX)).unwrap();
+        assert_eq!(runs.missed, Some(at("2026-01-01T00:10:00Z")));
     }
 
     #[test]

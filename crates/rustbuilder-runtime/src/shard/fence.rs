@@ -1,0 +1,278 @@
+//! The fence of a shard member: until when its writes are safe, and a client layer that refuses the
+//! writes made after that.
+//!
+//! The other members take a member's ranges once its Lease has gone unrenewed for the lease duration,
+//! counted from when *they* saw its last renewal. That renewal was sent before they saw it, so a
+//! member is safe while `sent + renew deadline` lies ahead (the rest of the lease duration is the
+//! margin for a request on its way, and for clocks running at slightly different rates). A member
+//! paused for longer (throttled, stopped, starved of CPU) wakes up past its fence: every write it
+//! would make then may meet another member's work on the same object. So, once the fence has passed,
+//! [`Shard::enter`](super::Shard::enter) admits nothing, a reconcile in flight is cancelled
+//! ([`Fence::passed`]), and the manager's client refuses any write before it is sent
+//! ([`FenceLayer`]); the member's own Lease requests, and reviews (TokenReview,
+//! SubjectAccessReview), are let through.
+
+use std::fmt;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use futures::future::{BoxFuture, Either};
+use hyper::{Method, Request};
+use tokio::sync::watch;
+
+/// Until when a member's writes are safe: open (no membership yet, or never renewed: nothing to
+/// fence), open until an instant, or passed. Cheap to clone; clones share the deadline.
+#[derive(Clone)]
+pub struct Fence {
+    until: Arc<watch::Sender<Until>>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Until {
+    /// Not a member, or not renewed yet: writes are not fenced.
+    Unfenced,
+    /// Safe until this instant.
+    At(Instant),
+}
+
+impl Default for Fence {
+    fn default() -> Self {
+        Fence::new()
+    }
+}
+
+impl fmt::Debug for Fence {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self.until.borrow() {
+            Until::Unfenced => f.write_str("Fence(unfenced)"),
+            Until::At(at) => match at.checked_duration_since(Instant::now()) {
+                Some(left) => write!(f, "Fence(open for {left:?})"),
+                None => f.write_str("Fence(passed)"),
+            },
+        }
+    }
+}
+
+impl Fence {
+    /// A fence that lets everything through until a member sets it.
+    pub fn new() -> Self {
+        Fence {
+            until: Arc::new(watch::Sender::new(Until::Unfenced)),
+        }
+    }
+
+    /// Whether writes are safe now.
+    pub fn is_open(&self) -> bool {
+        match *self.until.borrow() {
+            Until::Unfenced => true,
+            Until::At(at) => Instant::now() < at,
+        }
+    }
+
+    /// Resolves once the fence has passed (at once if it has): stop what the member does.
+    pub async fn passed(&self) {
+        let mut until = self.until.subscribe();
+        loop {
+            let current = *until.borrow_and_update();
+            match current {
+                Until::Unfenced => {
+                    if until.changed().await.is_err() {
+                        return std::future::pending().await;
+                    }
+                }
+                Until::At(at) if Instant::now() >= at => return,
+                Until::At(at) => {
+                    tokio::select! {
+                        () = tokio::time::sleep_until(at.into()) => {}
+                        changed = until.changed() => if changed.is_err() {
+                            return std::future::pending().await;
+                        },
+                    }
+                }
+            }
+        }
+    }
+
+    /// Safe until `at` (a renewal sent at `at - renew deadline` succeeded).
+    pub(crate) fn open_until(&self, at: Instant) {
+        self.until.send_replace(Until::At(at));
+    }
+
+    /// Passed from now on: the member lost its place, or gave everything up.
+    pub(crate) fn close(&self) {
+        self.until.send_replace(Until::At(Instant::now()));
+    }
+
+    /// A layer for the API client (`kube::client::ClientBuilder::with_layer`) that refuses a write
+    /// once this fence has passed, before sending it.
+    pub fn layer(&self) -> FenceLayer {
+        FenceLayer {
+            fence: self.clone(),
+        }
+    }
+}
+
+/// A write refused because the shard member's fence had passed: it was not sent.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "not sent: {method} {path}: this shard member was not renewed in time, so another may work on the object now"
+)]
+pub struct Fenced {
+    method: Method,
+    path: String,
+}
+
+/// The client layer of [`Fence::layer`].
+#[derive(Clone, Debug)]
+pub struct FenceLayer {
+    fence: Fence,
+}
+
+impl<S> tower::Layer<S> for FenceLayer {
+    type Service = FenceService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        FenceService {
+            inner,
+            fence: self.fence.clone(),
+        }
+    }
+}
+
+/// The service [`FenceLayer`] makes.
+#[derive(Clone, Debug)]
+pub struct FenceService<S> {
+    inner: S,
+    fence: Fence,
+}
+
+/// Whether a request changes what other members may work on: a write, other than to Leases (the
+/// member's own renewals, leader election) and other than a review (which stores nothing).
+fn is_fenced_write<B>(request: &Request<B>) -> bool {
+    let write = matches!(
+        *request.method(),
+        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+    );
+    const UNFENCED: [&str; 3] = [
+        "/apis/coordination.k8s.io/",
+        "/apis/authentication.k8s.io/",
+        "/apis/authorization.k8s.io/",
+    ];
+    let path = request.uri().path();
+    write && !UNFENCED.iter().any(|prefix| path.starts_with(prefix))
+}
+
+impl<S, B> tower::Service<Request<B>> for FenceService<S>
+where
+    S: tower::Service<Request<B>>,
+    S::Future: Send + 'static,
+    S::Error: From<Fenced> + Send + 'static,
+    S::Response: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Either<S::Future, BoxFuture<'static, Result<S::Response, S::Error>>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        if is_fenced_write(&request) && !self.fence.is_open() {
+            let refused = Fenced {
+                method: request.method().clone(),
+                path: request.uri().path().to_string(),
+            };
+            return Either::Right(Box::pin(async move { Err(refused.into()) }));
+        }
+        Either::Left(self.inner.call(request))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn request(method: Method, path: &str) -> Request<()> {
+        Request::builder()
+            .method(method)
+            .uri(path)
+            .body(())
+            .unwrap()
+    }
+
+    #[test]
+    fn writes_are_fenced_leases_reads_and_reviews_are_not() {
+        let fenced = |method, path| is_fenced_write(&request(method, path));
+        assert!(fenced(
+            Method::PATCH,
+            "/apis/apps/v1/namespaces/a/deployments/d"
+        ));
+        assert!(fenced(Method::POST, "/api/v1/namespaces/a/events"));
+        assert!(fenced(Method::DELETE, "/apis/batch/v1/namespaces/a/jobs/j"));
+        assert!(!fenced(
+            Method::GET,
+            "/apis/apps/v1/namespaces/a/deployments/d"
+        ));
+        let lease = "/apis/coordination.k8s.io/v1/namespaces/a/leases/l";
+        assert!(!fenced(Method::PUT, lease));
+        assert!(!fenced(
+            Method::POST,
+            "/apis/authentication.k8s.io/v1/tokenreviews"
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_fence_passes_at_its_deadline_and_is_extended_by_a_renewal() {
+        let fence = Fence::new();
+        assert!(fence.is_open(), "nothing to fence before the first renewal");
+        fence.open_until(Instant::now() + Duration::from_millis(200));
+        assert!(fence.is_open());
+        let passed = tokio::spawn({
+            let fence = fence.clone();
+            async move {
+                fence.passed().await;
+                Instant::now()
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let extended = Instant::now() + Duration::from_millis(300);
+        fence.open_until(extended);
+        let at = passed.await.unwrap();
+        assert!(at >= extended, "passed before the renewed deadline");
+        assert!(!fence.is_open());
+        fence.close();
+        tokio::time::timeout(Duration::from_millis(50), fence.passed())
+            .await
+            .expect("a closed fence has passed");
+    }
+
+    #[tokio::test]
+    async fn a_passed_fence_refuses_writes_before_they_are_sent() {
+        use tower::{Layer, Service, ServiceExt};
+        let sent = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = sent.clone();
+        let inner = tower::service_fn(move |_: Request<()>| {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async { Ok::<_, tower::BoxError>(()) }
+        });
+        let fence = Fence::new();
+        let mut service = fence.layer().layer(inner);
+        let write = || request(Method::PATCH, "/api/v1/namespaces/a/configmaps/c");
+        service.ready().await.unwrap().call(write()).await.unwrap();
+        fence.close();
+        let refused = service.ready().await.unwrap().call(write()).await;
+        let message = refused.unwrap_err().to_string();
+        assert!(message.contains("not renewed in time"), "{message}");
+        service
+            .ready()
+            .await
+            .unwrap()
+            .call(request(Method::GET, "/api/v1/namespaces/a/configmaps/c"))
+            .await
+            .unwrap();
+        assert_eq!(sent.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
+}
