@@ -547,10 +547,19 @@ struct Member {
 }
 
 fn join(client: &Client, identity: &str, record: &Arc<Mutex<Record>>) -> Member {
+    join_timed(client, identity, record, TIMING)
+}
+
+fn join_timed(
+    client: &Client,
+    identity: &str,
+    record: &Arc<Mutex<Record>>,
+    timing: Timing,
+) -> Member {
     let hook_record = record.clone();
     let shard = Membership::new(client.clone(), "default", "drill")
         .identity(identity)
-        .timing(TIMING)
+        .timing(timing)
         .expect("valid timing")
         .on_transition(move |t| hook_record.lock().unwrap().held.push(t.into()))
         .start();
@@ -572,7 +581,11 @@ fn join(client: &Client, identity: &str, record: &Arc<Mutex<Record>>) -> Member 
                         start: Instant::now(),
                         _permit: permit,
                     };
-                    tokio::time::sleep(Duration::from_millis(40)).await;
+                    // Work ends when the member's fence passes, as a controller's reconciles do.
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_millis(40)) => {}
+                        () = shard.fence().passed() => {}
+                    }
                 }
             })
         })
@@ -730,4 +743,129 @@ async fn members_hand_ranges_over_without_overlap() {
     if let Some(overlap) = find_overlap(&record) {
         panic!("{overlap}\n{:#?}", record.held);
     }
+}
+
+/// A client to the API server whose Lease requests can be made slow: once armed, the next Lease
+/// write reaches the server at once but its answer comes `delay` later, and every Lease request
+/// after it hangs (the API server, or the way to it, stalls for this member only).
+#[derive(Clone)]
+struct StallingLeases {
+    client: Client,
+    delay: Duration,
+    armed: Arc<std::sync::atomic::AtomicBool>,
+    /// When the delayed write was sent.
+    sent: Arc<Mutex<Option<Instant>>>,
+}
+
+impl tower::Service<hyper::Request<Body>> for StallingLeases {
+    type Response = hyper::Response<Body>;
+    type Error = kube::Error;
+    type Future = BoxFuture<'static, Result<Self::Response, kube::Error>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), kube::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: hyper::Request<Body>) -> Self::Future {
+        let client = self.client.clone();
+        let lease = request.uri().path().contains("/leases");
+        if !lease || !self.armed.load(std::sync::atomic::Ordering::SeqCst) {
+            return Box::pin(async move { client.send(request).await });
+        }
+        let mut sent = self.sent.lock().unwrap();
+        if sent.is_some() || request.method() != hyper::Method::PUT {
+            return Box::pin(std::future::pending());
+        }
+        *sent = Some(Instant::now());
+        let delay = self.delay;
+        Box::pin(async move {
+            let answer = client.send(request).await;
+            tokio::time::sleep(delay).await;
+            answer
+        })
+    }
+}
+
+/// The others take a member's ranges once its Lease has gone unrenewed for the lease duration
+/// since they saw the last renewal arrive; so the member must count its renew deadline from when it
+/// sent that renewal. Here the answer to a renewal comes late (after more than lease duration −
+/// renew deadline) and nothing gets through after it: counted from the answer, the member would
+/// still be admitting work when the other member takes its range.
+#[tokio::test]
+async fn a_member_whose_renewal_is_answered_late_stops_before_the_others_take_over() {
+    // lease − renew deadline (0.5 s) < delay (2 s) < renew deadline − retry period (2.25 s): the
+    // answer arrives before the renewal times out.
+    const TIMED: Timing = Timing {
+        lease_duration: Duration::from_secs(3),
+        renew_deadline: Duration::from_millis(2500),
+        retry_period: Duration::from_millis(250),
+    };
+    let env = TestEnv::start().await;
+    let client = env.client();
+    let stalling = StallingLeases {
+        client: client.clone(),
+        delay: Duration::from_secs(2),
+        armed: Arc::default(),
+        sent: Arc::default(),
+    };
+    let stalled = Client::new(stalling.clone(), "default");
+    let record = Arc::new(Mutex::new(Record::default()));
+    let a = join_timed(&stalled, "a", &record, TIMED);
+    let b = join_timed(&client, "b", &record, TIMED);
+    assert!(
+        eventually(Duration::from_secs(10), async || settled(&[&a, &b])).await,
+        "two members did not split the space"
+    );
+    let worked = |member: &str| record.lock().unwrap().work.iter().any(|w| w.0 == member);
+    assert!(
+        eventually(Duration::from_secs(5), async || worked("a") && worked("b")).await,
+        "not both members got work"
+    );
+
+    stalling
+        .armed
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let lost = tokio::time::timeout(Duration::from_secs(10), a.shard.lost()).await;
+    assert!(
+        lost.is_ok(),
+        "a kept working with its Lease requests hanging"
+    );
+    let sent = stalling
+        .sent
+        .lock()
+        .unwrap()
+        .expect("a renewal was delayed");
+    let stopped = sent.elapsed();
+    assert!(
+        eventually(Duration::from_secs(10), async || {
+            b.shard.state().borrow().held.is_full()
+        })
+        .await,
+        "b did not take a's range over"
+    );
+    for member in [&a, &b] {
+        for worker in &member.workers {
+            worker.abort();
+        }
+        for worker in &member.workers {
+            while !worker.is_finished() {
+                tokio::task::yield_now().await;
+            }
+        }
+    }
+    let record = record.lock().unwrap();
+    let taken = record
+        .held
+        .iter()
+        .filter(|held| held.member == "b" && held.at > sent && held.held.is_full())
+        .map(|held| held.at - sent)
+        .min();
+    eprintln!(
+        "a stopped {stopped:?} after sending the renewal answered late; b took everything {taken:?} after it"
+    );
+    if let Some(overlap) = find_overlap(&record) {
+        panic!("{overlap}\n{:#?}", record.held);
+    }
+    drop(record);
+    b.shard.stop().await;
 }

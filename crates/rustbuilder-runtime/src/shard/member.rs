@@ -458,7 +458,7 @@ impl Worker {
                     lease = self.lease_name,
                     "the last shard lease renewal is older than {:?}", self.timing.renew_deadline
                 );
-                return self.lose();
+                return self.lose().await;
             }
             // Renewing, and reading the group, must end before the renew deadline.
             let deadline = self.deadline(&published);
@@ -474,7 +474,7 @@ impl Worker {
                 }
                 Ok(Written::Gone) if !published.is_empty() => {
                     error!(lease = self.lease_name, "the shard lease was taken away");
-                    return self.lose();
+                    return self.lose().await;
                 }
                 Ok(Written::Gone | Written::ReadBack) => false,
                 Ok(Written::Failed(error)) => {
@@ -488,7 +488,7 @@ impl Worker {
                     lease = self.lease_name,
                     "could not renew the shard lease within {:?}", self.timing.renew_deadline
                 );
-                return self.lose();
+                return self.lose().await;
             }
             if self.stopping && published.is_empty() {
                 return self.leave().await;
@@ -826,10 +826,22 @@ impl Worker {
         });
     }
 
-    /// Could not renew in time: holds nothing from now on, for good.
-    fn lose(mut self) {
+    /// Could not renew in time: holds nothing from now on, for good. The work admitted ends at
+    /// the fence (a controller cancels its reconciles there); the transition comes once it has
+    /// ended, or after the margin the others leave (lease duration − renew deadline).
+    async fn lose(mut self) {
         self.shard.fence.close();
         self.shard.gate().active = Ranges::none();
+        let margin = self
+            .timing
+            .lease_duration
+            .saturating_sub(self.timing.renew_deadline);
+        let drained = async {
+            while !self.shard.gate().in_flight.is_empty() {
+                self.shard.drained.notified().await;
+            }
+        };
+        let _ = tokio::time::timeout(margin, drained).await;
         self.active = Ranges::none();
         self.draining = Ranges::none();
         self.transition(Instant::now());

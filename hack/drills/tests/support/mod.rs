@@ -412,6 +412,29 @@ impl Operator {
         self.child.wait().expect("the operator is reaped")
     }
 
+    /// SIGSTOP: the process stops where it is, every thread at once (as under CPU throttling or a
+    /// stalled node), until [`Operator::resume`].
+    pub fn pause(&self) {
+        self.signal(libc::SIGSTOP);
+    }
+
+    /// SIGCONT: a paused process goes on from where it stopped, its clocks having moved on.
+    pub fn resume(&self) {
+        self.signal(libc::SIGCONT);
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        let pid = libc::pid_t::try_from(self.child.id()).expect("a pid");
+        // SAFETY: kill(2) on our own child's pid, which is not reaped while `self.child` lives.
+        let sent = unsafe { libc::kill(pid, signal) };
+        assert_eq!(
+            sent,
+            0,
+            "signal {signal} to the operator: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+
     /// Starts a new operator process, as its Deployment would after a crash.
     pub fn restart(&mut self) {
         *self = Operator::start(&self.kubeconfig.clone());

@@ -294,6 +294,100 @@ const WORKING: &str = "started ranges";
 const SERVER_SIDE: &str = "server-side shard selector";
 const CLIENT_SIDE: &str = "filtering on the client";
 
+/// A drill on a control plane whose kube-apiserver writes the audit log the proof reads; with
+/// `server_side`, it also lists and watches by shard (feature gate `ShardedListAndWatch`), else the
+/// replicas filter on the client.
+struct Audited {
+    drill: super::Drill,
+    dir: std::path::PathBuf,
+    log: std::path::PathBuf,
+    server_side: bool,
+}
+
+impl Audited {
+    async fn start(server_side: bool) -> Audited {
+        use super::knobs::add_flags;
+        use rustbuilder_envtest::Component;
+
+        let dir = std::env::temp_dir().join(format!("drill-shards-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (policy, log) = (dir.join("audit-policy.yaml"), dir.join("audit.log"));
+        std::fs::write(&policy, AUDIT_POLICY).unwrap();
+        let mut flags = format!(
+            "--audit-policy-file={} --audit-log-path={}",
+            policy.display(),
+            log.display()
+        );
+        if server_side {
+            flags.push_str(" --feature-gates=ShardedListAndWatch=true");
+        }
+        add_flags(Component::KubeApiserver, &flags);
+        Audited {
+            drill: super::Drill::start().await,
+            dir,
+            log,
+            server_side,
+        }
+    }
+
+    fn launch(&self, name: &str) -> super::Operator {
+        super::Operator::launch(self.drill.env.kubeconfig(), name, &[SHARDING])
+    }
+
+    /// Three replicas instead of the single operator (no object exists yet), each working on its
+    /// ranges, filtering as the API server allows.
+    async fn three_replicas(&mut self) -> (super::Operator, super::Operator) {
+        use std::time::Duration;
+        self.drill.operator = self.launch("replica-a");
+        let (b, c) = (self.launch("replica-b"), self.launch("replica-c"));
+        let mode = if self.server_side {
+            SERVER_SIDE
+        } else {
+            CLIENT_SIDE
+        };
+        for replica in [&self.drill.operator, &b, &c] {
+            replica.wait_for_log(WORKING, Duration::from_secs(60)).await;
+            replica.wait_for_log(mode, Duration::from_secs(10)).await;
+        }
+        (b, c)
+    }
+
+    /// The audit log's proof (see the module's documentation), asserted, with what it counted.
+    async fn prove(&self) -> Exclusivity {
+        use kube::ResourceExt;
+        use kube::api::Api;
+        use project::api::v1alpha1::Memcached;
+
+        let memcacheds: Api<Memcached> = Api::namespaced(self.drill.client(), super::NAMESPACE);
+        let uids = memcacheds.list(&Default::default()).await.unwrap().items;
+        let uids = uids
+            .iter()
+            .map(|m| (m.name_any(), m.uid().unwrap_or_default()))
+            .collect();
+        let found = exclusivity(&self.log, &uids);
+        assert!(
+            found.problems.is_empty(),
+            "{} writes by a replica that did not hold the object alone, e.g. {:#?}",
+            found.problems.len(),
+            &found.problems[..found.problems.len().min(10)]
+        );
+        found
+    }
+
+    /// Removes the audit log, once the drill has passed (a failed one leaves it to read).
+    fn passed(self) {
+        std::fs::remove_dir_all(&self.dir).ok();
+    }
+
+    fn mode(&self) -> &'static str {
+        if self.server_side {
+            "server-side"
+        } else {
+            "client-side"
+        }
+    }
+}
+
 /// The sharding drill: three replicas share a wave; one is SIGKILLed mid-wave, its ranges are taken
 /// over; a fourth joins and the ranges are rebalanced; the wave converges to the same end state as
 /// with one replica, and the audit log proves no object was written by two replicas at once.
@@ -302,45 +396,9 @@ const CLIENT_SIDE: &str = "filtering on the client";
 pub async fn drill(objects: usize, server_side: bool) {
     use std::time::{Duration, Instant};
 
-    use kube::ResourceExt;
-    use kube::api::Api;
-    use project::api::v1alpha1::Memcached;
-    use rustbuilder_envtest::Component;
-
-    use super::knobs::add_flags;
-    use super::{Drill, NAMESPACE, Operator};
-
-    let dir = std::env::temp_dir().join(format!("drill-shards-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (policy, log) = (dir.join("audit-policy.yaml"), dir.join("audit.log"));
-    std::fs::write(&policy, AUDIT_POLICY).unwrap();
-    let mut flags = format!(
-        "--audit-policy-file={} --audit-log-path={}",
-        policy.display(),
-        log.display()
-    );
-    if server_side {
-        flags.push_str(" --feature-gates=ShardedListAndWatch=true");
-    }
-    add_flags(Component::KubeApiserver, &flags);
-
-    let mut drill = Drill::start().await;
-    let kubeconfig = drill.env.kubeconfig().to_owned();
-    let launch = |name: &str| Operator::launch(&kubeconfig, name, &[SHARDING]);
-    // Three replicas instead of the single operator (no object exists yet).
-    drill.operator = launch("replica-a");
-    let mut b = launch("replica-b");
-    let mut c = launch("replica-c");
-    let mode = if server_side {
-        SERVER_SIDE
-    } else {
-        CLIENT_SIDE
-    };
-    for replica in [&drill.operator, &b, &c] {
-        replica.wait_for_log(WORKING, Duration::from_secs(60)).await;
-        replica.wait_for_log(mode, Duration::from_secs(10)).await;
-    }
-
+    let mut audited = Audited::start(server_side).await;
+    let (mut b, mut c) = audited.three_replicas().await;
+    let drill = &mut audited.drill;
     drill.create_wave(objects).await;
     drill.wait_for_deployments(objects / 3).await;
     let at_fault = drill.progress(objects).await;
@@ -348,12 +406,13 @@ pub async fn drill(objects: usize, server_side: bool) {
     c.kill();
     // The two left take c's ranges once its Lease has expired; then a fourth joins.
     tokio::time::sleep(Duration::from_secs(20)).await;
-    let d = launch("replica-d");
+    let d = audited.launch("replica-d");
     d.wait_for_log(WORKING, Duration::from_secs(60)).await;
     let joined = killed.elapsed();
     // More objects once the fourth works, so that it has some of its own even when the wave is done
     // by then (each misses its third with a chance of 2 in 3; all of 30, once in 190,000 runs).
     let more = (objects / 10).max(30);
+    let drill = &mut audited.drill;
     drill.create_objects(objects..objects + more).await;
     let objects = objects + more;
     let recovery = drill.wait_converged(objects).await;
@@ -362,19 +421,7 @@ pub async fn drill(objects: usize, server_side: bool) {
         assert!(replica.exited().is_none(), "replica {name} exited");
     }
 
-    let memcacheds: Api<Memcached> = Api::namespaced(drill.client(), NAMESPACE);
-    let uids = memcacheds.list(&Default::default()).await.unwrap().items;
-    let uids = uids
-        .iter()
-        .map(|m| (m.name_any(), m.uid().unwrap_or_default()))
-        .collect();
-    let found = exclusivity(&log, &uids);
-    assert!(
-        found.problems.is_empty(),
-        "{} writes by a replica that did not hold the object alone, e.g. {:#?}",
-        found.problems.len(),
-        &found.problems[..found.problems.len().min(10)]
-    );
+    let found = audited.prove().await;
     // Every replica did part of the work, none all of it: shared, not duplicated.
     assert_eq!(found.writes.len(), 4, "writers: {:?}", found.writes);
     eprintln!(
@@ -382,18 +429,83 @@ pub async fn drill(objects: usize, server_side: bool) {
          replica joined {joined:.1?} after the kill; converged {total:.1?} after the kill ({recovery:.1?} \
          after the join); writes per replica {:?}; {} publications of new ranges; {} objects handed \
          over between writes",
-        if server_side {
-            "server-side"
-        } else {
-            "client-side"
-        },
+        audited.mode(),
         at_fault.0,
         at_fault.1,
         found.writes.values().collect::<Vec<_>>(),
         found.publications,
         found.handovers,
     );
-    std::fs::remove_dir_all(&dir).ok();
+    audited.passed();
+}
+
+/// The stalled-member drill: three replicas share a wave; one is SIGSTOPped mid-wave for longer
+/// than its Lease, so the other two take its ranges over, then SIGCONTinued. It wakes up past its
+/// fence with reconciles in flight and a queue of admitted objects: it must write nothing more,
+/// and leave (its manager exits: shard membership lost). The two others converge the wave, and the
+/// audit log proves that no object was written by a replica that did not hold it alone.
+pub async fn stalled(objects: usize) {
+    use std::time::{Duration, Instant};
+
+    let mut audited = Audited::start(true).await;
+    let (mut b, mut c) = audited.three_replicas().await;
+    let drill = &mut audited.drill;
+    // While the wave is still being created, so that c has reconciles in flight and objects queued
+    // when it stops.
+    let (at_fault, ()) = tokio::join!(
+        async {
+            drill.wait_for_deployments(objects / 10).await;
+            c.pause();
+            drill.progress(objects).await
+        },
+        drill.create_wave(objects)
+    );
+    let paused = Instant::now();
+    // The Lease lasts 15 s from the others' last sight of a renewal: they take c's ranges after that
+    // (and converge c's objects meanwhile, if the wave allows).
+    tokio::time::sleep(Duration::from_secs(25)).await;
+    c.resume();
+    let resumed = Instant::now();
+    let exit = loop {
+        if let Some(status) = c.exited() {
+            break status;
+        }
+        assert!(
+            resumed.elapsed() < Duration::from_secs(30),
+            "the stalled replica still runs 30 s after it was resumed; {}",
+            c.tail()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let left = resumed.elapsed();
+    assert!(
+        !exit.success(),
+        "the stalled replica exited with {exit}, not an error"
+    );
+    c.wait_for_log("shard membership lost", Duration::from_secs(1))
+        .await;
+    let recovery = drill.wait_converged(objects).await;
+    for (name, replica) in [("a", &mut drill.operator), ("b", &mut b)] {
+        assert!(replica.exited().is_none(), "replica {name} exited");
+    }
+
+    let found = audited.prove().await;
+    // The stalled replica wrote before its pause: the proof covers all three.
+    assert_eq!(found.writes.len(), 3, "writers: {:?}", found.writes);
+    eprintln!(
+        "drill shard_member_stalled ({}): {objects} objects; at the pause {} Deployments, {} \
+         converged; paused {:.1?}; the stalled replica left {left:.1?} after it was resumed; \
+         converged {:.1?} after the pause ({recovery:.1?} after the resume); writes per replica {:?}; \
+         {} objects handed over between writes",
+        audited.mode(),
+        at_fault.0,
+        at_fault.1,
+        resumed - paused,
+        paused.elapsed(),
+        found.writes.values().collect::<Vec<_>>(),
+        found.handovers,
+    );
+    audited.passed();
 }
 
 #[cfg(test)]
