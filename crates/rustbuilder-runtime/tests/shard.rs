@@ -144,6 +144,8 @@ async fn split_between_two_members(env: &TestEnv, filtering: Filtering) {
     for ranges in [
         Ranges::from(Range::part(1, 3)),
         Ranges::new([Range::part(0, 4), Range::part(2, 4)]),
+        // A member's part as the group assigns it: dozens of ranges in one selector.
+        Ranges::assigned(&["a", "b", "c"], "a"),
     ] {
         let selector = ranges.selector().unwrap();
         let selecting = shard::selecting_client(&client, &selector);
@@ -250,11 +252,11 @@ async fn split_between_two_members(env: &TestEnv, filtering: Filtering) {
     }
 
     // Each cache holds exactly the objects of its member's range, and the two ranges split the
-    // space in halves.
+    // space as the group assigns it (about in halves).
     let split = eventually(Duration::from_secs(10), async || {
         members.iter().all(|member| {
             let held = member.shard.state().borrow().held.clone();
-            held.share() == 0.5
+            held == Ranges::assigned(&["one", "two"], member.shard.identity())
                 && member.cache.is_synced()
                 && names(&member.cache) == names_in(&all, &held)
                 && names(&member.children) == children_in(&held)
@@ -268,14 +270,19 @@ async fn split_between_two_members(env: &TestEnv, filtering: Filtering) {
         .iter()
         .map(|member| member.shard.state().borrow().held.clone())
         .collect();
-    assert!(split, "not split in halves: {held:?}");
+    assert!(split, "not split as assigned: {held:?}");
     assert!(held[0].union(&held[1]).is_full(), "{held:?}");
-    for member in &members {
+    for (member, held) in members.iter().zip(&held) {
         let metrics = member.manager.metrics().encode();
+        let share = metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(r#"shard_active_share{group="split"} "#))
+            .and_then(|value| value.parse::<f64>().ok());
+        assert_eq!(share, Some(held.share()), "{metrics}");
+        assert!((0.3..0.7).contains(&held.share()), "{held}: far from half");
         let objects = member.cache.len();
         for expected in [
             r#"shard_members{group="split"} 2"#.to_string(),
-            r#"shard_active_share{group="split"} 0.5"#.to_string(),
             format!(r#"shard_objects{{group="split",kind="ConfigMap",key="uid"}} {objects}"#),
             format!(
                 r#"shard_objects{{group="split",kind="ConfigMap",key="controller_owner"}} {objects}"#
@@ -620,12 +627,11 @@ fn settled(members: &[&Member]) -> bool {
 
 #[tokio::test]
 async fn members_hand_ranges_over_without_overlap() {
-    for third in 0..3 {
-        let in_third = (0..24).filter(|i| Range::part(third, 3).contains(shard::hash(&uid(*i))));
-        assert!(
-            in_third.count() >= 3,
-            "too few test uids in part {third} of 3"
-        );
+    let part = |members: &[&str], member: &str| Ranges::assigned(members, member);
+    for member in ["a", "b", "c"] {
+        let part = part(&["a", "b", "c"], member);
+        let in_part = (0..24).filter(|i| part.contains(shard::hash(&uid(*i))));
+        assert!(in_part.count() >= 3, "too few test uids in {member}'s part");
     }
     let env = TestEnv::start().await;
     let client = env.client();
@@ -638,10 +644,10 @@ async fn members_hand_ranges_over_without_overlap() {
         eventually(Duration::from_secs(10), async || settled(&[&a, &b, &c])).await,
         "three members did not split the space"
     );
-    for (member, index) in [(&a, 0), (&b, 1), (&c, 2)] {
+    for (member, index, name) in [(&a, 0, "a"), (&b, 1, "b"), (&c, 2, "c")] {
         let state = member.shard.state().borrow().clone();
         assert_eq!(state.index, Some(index));
-        assert_eq!(state.held, Ranges::from(Range::part(index, 3)));
+        assert_eq!(state.held, part(&["a", "b", "c"], name));
     }
     eprintln!("3 members settled in {:?}", started.elapsed());
     let worked = |member: &str| record.lock().unwrap().work.iter().any(|w| w.0 == member);
@@ -688,10 +694,7 @@ async fn members_hand_ranges_over_without_overlap() {
         "not rebalanced after d joined"
     );
     eprintln!("rebalanced {:?} after d joined", joined.elapsed());
-    assert_eq!(
-        d.shard.state().borrow().held,
-        Ranges::from(Range::part(2, 3))
-    );
+    assert_eq!(d.shard.state().borrow().held, part(&["a", "c", "d"], "d"));
 
     for member in [&a, &c, &d] {
         for worker in &member.workers {
@@ -853,19 +856,20 @@ async fn a_member_whose_renewal_is_answered_late_stops_before_the_others_take_ov
             }
         }
     }
-    let record = record.lock().unwrap();
-    let taken = record
-        .held
-        .iter()
-        .filter(|held| held.member == "b" && held.at > sent && held.held.is_full())
-        .map(|held| held.at - sent)
-        .min();
-    eprintln!(
-        "a stopped {stopped:?} after sending the renewal answered late; b took everything {taken:?} after it"
-    );
-    if let Some(overlap) = find_overlap(&record) {
-        panic!("{overlap}\n{:#?}", record.held);
+    {
+        let record = record.lock().unwrap();
+        let taken = record
+            .held
+            .iter()
+            .filter(|held| held.member == "b" && held.at > sent && held.held.is_full())
+            .map(|held| held.at - sent)
+            .min();
+        eprintln!(
+            "a stopped {stopped:?} after sending the renewal answered late; b took everything {taken:?} after it"
+        );
+        if let Some(overlap) = find_overlap(&record) {
+            panic!("{overlap}\n{:#?}", record.held);
+        }
     }
-    drop(record);
     b.shard.stop().await;
 }

@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 use tracing::{debug, error, info, warn};
 
 use super::fence::Fence;
-use super::range::{Range, Ranges, hash};
+use super::range::{Ranges, hash};
 use crate::manager::leader::{InvalidTiming, Timing, hostname};
 use crate::metrics::Metrics;
 
@@ -700,7 +700,8 @@ impl Worker {
         }
     }
 
-    /// The part of the hash space this member should work on, by its place among the live members.
+    /// The part of the hash space this member should work on among the live members
+    /// ([`Ranges::assigned`]).
     fn target(&mut self, view: &View) -> Ranges {
         let index = view.members.iter().position(|m| *m == self.shard.identity);
         let count = view.members.len();
@@ -719,7 +720,7 @@ impl Worker {
             self.publish_state();
         }
         match index {
-            Some(index) if !self.stopping => Range::part(index, count).into(),
+            Some(_) if !self.stopping => Ranges::assigned(&view.members, &self.shard.identity),
             _ => Ranges::none(),
         }
     }

@@ -2,10 +2,12 @@
 //! reconciling its own part of them.
 //!
 //! The API server places every object at a point of a 64-bit hash space: the FNV-1a [`hash`] of
-//! its uid. The replicas of a *shard group* cut that space into one [`Range`] each
-//! ([`Range::part`]): with three replicas, the second works on the objects whose hash lies in the
-//! middle third. An object a controller creates (a Deployment of a Memcached) follows its controller
-//! owner ([`ShardKey::ControllerOwner`]), so owner and children live in one replica.
+//! its uid. The replicas of a *shard group* split that space into 256 buckets (by the top byte of
+//! the hash) and each bucket goes to one of them by rendezvous hashing ([`Ranges::assigned`]): with
+//! three replicas each works on about a third of the buckets, and a fourth takes about a quarter
+//! of the space from the others without moving a bucket between two that stay. An object a
+//! controller creates (a Deployment of a Memcached) follows its controller owner
+//! ([`ShardKey::ControllerOwner`]), so owner and children live in one replica.
 //!
 //! ## Membership
 //!
@@ -14,8 +16,8 @@
 //! `<group>-shard-<identity>` and labelled [`GROUP_LABEL`]`=<group>`. It renews the Lease every retry
 //! period ([`Timing`](crate::manager::leader::Timing), the same as leader election's). The live
 //! members are those whose Lease changed within its duration, judged on the reader's own clock
-//! from when it saw the change, so clock skew between nodes does not matter. Sorted by identity, the
-//! live members give each one its part: member `i` of `n` works on `Range::part(i, n)`.
+//! from when it saw the change, so clock skew between nodes does not matter. The identities of the
+//! live members give each one its part ([`Ranges::assigned`]).
 //!
 //! ## Handover without overlap
 //!

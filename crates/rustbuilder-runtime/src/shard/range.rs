@@ -69,6 +69,15 @@ impl Range {
         }
     }
 
+    /// Bucket `top` of the 256 the hash space is cut into for assignment: the hashes whose top byte
+    /// is `top` (the same buckets as [`BUCKET_LABEL`](super::BUCKET_LABEL)'s).
+    pub fn bucket(top: u8) -> Range {
+        Range {
+            start: u64::from(top) << 56,
+            end: (u128::from(top) + 1) << 56,
+        }
+    }
+
     /// The first hash of the range.
     pub fn start(&self) -> u64 {
         self.start
@@ -164,6 +173,49 @@ impl Ranges {
             }
         }
         Ranges(merged)
+    }
+
+    /// The part of the hash space `member` works on in a group of `members` (`member` among them):
+    /// each of the 256 [`Range::bucket`]s goes to the member that scores highest on it (rendezvous
+    /// hashing). Every member computes the same split from the same names, the parts never overlap
+    /// and together cover everything, and when a member comes or goes only the buckets it gains or
+    /// had move: a fourth member takes about a quarter of the space from the three before, a member
+    /// that leaves hands its part to the others, and no bucket moves between two that stay.
+    ///
+    /// ```
+    /// use rustbuilder_runtime::shard::Ranges;
+    ///
+    /// let three = ["a", "b", "c"];
+    /// let parts: Vec<Ranges> = three.iter().map(|m| Ranges::assigned(&three, m)).collect();
+    /// let all = parts.iter().fold(Ranges::none(), |all, part| all.union(part));
+    /// assert!(all.is_full() && !parts[0].overlaps(&parts[1]));
+    ///
+    /// // d joins: it takes a quarter or so, only from the others' parts, none moves between them.
+    /// let four = ["a", "b", "c", "d"];
+    /// let d = Ranges::assigned(&four, "d");
+    /// assert!((0.15..0.35).contains(&d.share()));
+    /// for (member, before) in three.iter().zip(&parts) {
+    ///     let after = Ranges::assigned(&four, member);
+    ///     assert_eq!(before.difference(&after), before.intersection(&d));
+    /// }
+    /// ```
+    pub fn assigned(members: &[impl AsRef<str>], member: &str) -> Ranges {
+        let score = |name: &str, top: u8| {
+            // FNV-1a of the name and the bucket, spread over all 64 bits (FNV's last bytes
+            // move the top bits little).
+            let mut x = hash(name) ^ u64::from(top).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            x ^ (x >> 31)
+        };
+        let buckets = (0..=u8::MAX).filter(|&top| {
+            let winner = members
+                .iter()
+                .map(AsRef::as_ref)
+                .max_by_key(|name| (score(name, top), *name));
+            winner == Some(member)
+        });
+        Ranges::new(buckets.map(Range::bucket))
     }
 
     /// The ranges, sorted, none adjacent to or overlapping another.
@@ -301,6 +353,36 @@ impl FromStr for Ranges {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn assigned_parts_are_balanced_and_move_little() {
+        let names: Vec<String> = (0..9)
+            .map(|i| format!("memcached-operator-7d9f-{i:05x}"))
+            .collect();
+        for n in 2..=8 {
+            let group = &names[..n];
+            let parts: Vec<Ranges> = group.iter().map(|m| Ranges::assigned(group, m)).collect();
+            let even = 1.0 / n as f64;
+            for part in &parts {
+                assert!(
+                    (part.share() - even).abs() < 0.1,
+                    "{n} members: {}",
+                    part.share()
+                );
+            }
+            let all = parts.iter().fold(Ranges::none(), |all, p| all.union(p));
+            assert!(all.is_full());
+            // One more member: it takes its part from the others, nothing else moves.
+            let larger = &names[..=n];
+            let newcomer = Ranges::assigned(larger, &names[n]);
+            assert!((newcomer.share() - 1.0 / (n + 1) as f64).abs() < 0.1);
+            for (member, before) in group.iter().zip(&parts) {
+                let after = Ranges::assigned(larger, member);
+                assert_eq!(before.difference(&after), before.intersection(&newcomer));
+                assert!(after.difference(before).is_empty(), "{member} gained");
+            }
+        }
+    }
 
     #[test]
     fn the_hash_is_gos_fnv_1a_64() {
