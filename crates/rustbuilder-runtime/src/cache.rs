@@ -53,7 +53,7 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::manager::{CacheSynced, Manager};
-use crate::owned::controller_of;
+use crate::ownership::controller_of;
 use crate::shard::{Ranges, ShardState};
 
 /// What a cache's watch saw happen to one object.
@@ -434,7 +434,7 @@ where
 impl<K> Cache<K>
 where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
-    K::Scope: crate::manager::WatchScope,
+    K::Scope: crate::scope::WatchScope,
 {
     /// A cache of the objects of `api` (with `config`'s selectors) in the ranges `shard` holds,
     /// placed by `key` (see [`crate::shard`]): its watch lists again, with the new ranges,
@@ -728,7 +728,7 @@ impl Caches {
     ) -> Cache<K>
     where
         K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
-        K::Scope: crate::manager::WatchScope,
+        K::Scope: crate::scope::WatchScope,
     {
         let cache_key = CacheKey {
             kind: TypeId::of::<K>(),

@@ -51,12 +51,15 @@ pub mod conditions;
 pub mod controller;
 pub mod events;
 pub mod finalizer;
+mod lease;
 pub mod manager;
 #[cfg(feature = "manifests")]
 pub mod manifests;
 pub mod metrics;
 pub mod owned;
+mod ownership;
 pub mod rollout;
+mod scope;
 pub mod shard;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -42,8 +42,9 @@ use tracing::{debug, info, warn};
 use crate::backoff::ErrorBackoff;
 use crate::cache::{Cache, Completeness};
 use crate::events::EventType;
-use crate::manager::{Manager, WatchScope};
+use crate::manager::Manager;
 use crate::metrics::{QueueKey, WorkQueue};
+use crate::scope::WatchScope;
 use crate::shard::ShardKey;
 use priority::Trigger;
 

@@ -18,7 +18,6 @@ use std::sync::{Arc, Mutex};
 
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
-use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 use kube::api::Api;
 use kube::runtime::watcher;
 use kube::{Client, Resource};
@@ -40,6 +39,7 @@ pub(crate) mod http;
 pub mod leader;
 pub(crate) mod tls;
 
+pub use crate::scope::WatchScope;
 pub use http::BindAddress;
 use leader::{LeaderElection, Timing};
 pub use tls::CertSource;
@@ -1006,7 +1006,7 @@ fn shard_group(id: &str) -> String {
 
 /// A unique name for this process: `<hostname>_<random>`.
 fn new_identity() -> String {
-    let host = leader::hostname().unwrap_or_else(|| "unknown".into());
+    let host = crate::lease::hostname().unwrap_or_else(|| "unknown".into());
     let random = RandomState::new().hash_one(std::process::id());
     format!("{host}_{random:016x}")
 }
@@ -1045,42 +1045,6 @@ async fn spawn_and_wait(
         manager.shutdown();
     }
     result
-}
-
-/// The scopes of Kubernetes kinds, and what "the objects a manager watches" means for each: a namespaced
-/// kind is listed in the watched namespace (or all), a cluster-scoped kind across the cluster.
-pub trait WatchScope: sealed::Sealed {
-    /// An [`Api`] of `K` for a manager watching `namespace` (or all namespaces).
-    fn api<K>(client: Client, namespace: Option<&str>) -> Api<K>
-    where
-        K: Resource<DynamicType = (), Scope = Self>;
-}
-
-impl WatchScope for NamespaceResourceScope {
-    fn api<K>(client: Client, namespace: Option<&str>) -> Api<K>
-    where
-        K: Resource<DynamicType = (), Scope = Self>,
-    {
-        match namespace {
-            Some(namespace) => Api::namespaced(client, namespace),
-            None => Api::all(client),
-        }
-    }
-}
-
-impl WatchScope for ClusterResourceScope {
-    fn api<K>(client: Client, _namespace: Option<&str>) -> Api<K>
-    where
-        K: Resource<DynamicType = (), Scope = Self>,
-    {
-        Api::all(client)
-    }
-}
-
-mod sealed {
-    pub trait Sealed {}
-    impl Sealed for k8s_openapi::NamespaceResourceScope {}
-    impl Sealed for k8s_openapi::ClusterResourceScope {}
 }
 
 /// `--watch-namespace` checked: empty means all namespaces; a list is refused (one watch per kind).

@@ -137,7 +137,7 @@ impl ResolvesServerCert for CurrentCert {
 /// Names for the self-signed certificate: localhost and the host (pod) name.
 pub fn default_names() -> Vec<String> {
     let mut names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
-    if let Some(host) = super::leader::hostname() {
+    if let Some(host) = crate::lease::hostname() {
         names.push(host);
     }
     names

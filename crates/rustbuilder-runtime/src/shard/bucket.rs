@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use kube::Resource;
 
 use super::range::{Ranges, hash};
-use crate::owned::controller_of;
+use crate::ownership::controller_of;
 
 /// The label holding the bucket of a child's controller owner: two hex digits, `00` to `ff`.
 pub const BUCKET_LABEL: &str = "rustbuilder.io/shard-bucket";

@@ -17,7 +17,7 @@ use tracing::{debug, error, info, warn};
 
 use super::fence::Fence;
 use super::range::{Ranges, hash};
-use crate::manager::leader::{InvalidTiming, Timing, hostname};
+use crate::lease::{InvalidTiming, Timing, hostname};
 use crate::metrics::Metrics;
 
 /// The label that puts a Lease in a shard group; its value is the group's name.

@@ -19,8 +19,8 @@ use super::bucket;
 use super::client::{Filtering, applies_selector, selecting_client};
 use super::member::ShardState;
 use super::range::{Ranges, hash};
-use crate::manager::WatchScope;
-use crate::owned::controller_of;
+use crate::ownership::controller_of;
+use crate::scope::WatchScope;
 
 /// Which uid puts an object in a shard.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -493,13 +493,12 @@ pub async fn stalled(objects: usize) {
     // The stalled replica wrote before its pause: the proof covers all three.
     assert_eq!(found.writes.len(), 3, "writers: {:?}", found.writes);
     eprintln!(
-        "drill shard_member_stalled ({}): {objects} objects; at the pause {} Deployments, {} \
-         converged; paused {:.1?}; the stalled replica left {left:.1?} after it was resumed; \
+        "drill shard_member_stalled ({}): {objects} objects; at the pause {} Deployments (the wave \
+         still being created); paused {:.1?}; the stalled replica left {left:.1?} after it was resumed; \
          converged {:.1?} after the pause ({recovery:.1?} after the resume); writes per replica {:?}; \
          {} objects handed over between writes",
         audited.mode(),
         at_fault.0,
-        at_fault.1,
         resumed - paused,
         paused.elapsed(),
         found.writes.values().collect::<Vec<_>>(),
