@@ -19,6 +19,7 @@ use kube::api::PropagationPolicy;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::core::Selector;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{CustomResource, CustomResourceExt, Resource, ResourceExt};
 use rustbuilder_envtest::TestEnv;
@@ -982,4 +983,136 @@ async fn live_changes_are_reconciled_before_a_listed_backlog() {
     );
     manager.shutdown();
     running.await.unwrap();
+}
+
+/// A controller that reads a kind it does not own (a ConfigMap its Widgets name in an annotation)
+/// is told of its changes by `watches`: each change of the shared ConfigMap cache reconciles the
+/// Widgets that name it, and no other.
+#[tokio::test]
+async fn watched_objects_reconcile_the_objects_that_name_them() {
+    const SETTINGS: &str = "test.example.com/settings";
+    let env = TestEnv::builder().crd(Widget::crd()).start().await;
+    let client = env.client();
+    let manager = Manager::new(MANAGER, client.clone());
+    let settings = manager.cache::<ConfigMap>();
+    let widgets = manager.cache::<Widget>();
+    let names_it = |widget: &Widget, configmap: &ConfigMap| {
+        widget.namespace() == configmap.namespace()
+            && widget.annotations().get(SETTINGS) == Some(&configmap.name_any())
+    };
+    let mapper = move |configmap: &ConfigMap| {
+        let referring = widgets
+            .list()
+            .into_iter()
+            .filter(|w| names_it(w, configmap));
+        referring
+            .map(|w| ObjectRef::from_obj(&*w))
+            .collect::<Vec<_>>()
+    };
+    // Each reconcile records the color its Widget's settings hold, as the cache has them.
+    type Seen = Vec<(String, Option<String>)>;
+    let seen: Arc<Mutex<Seen>> = Arc::default();
+    let reconcile = {
+        let (settings, seen) = (settings.clone(), seen.clone());
+        move |widget: Arc<Widget>, _: Arc<()>| {
+            let (settings, seen) = (settings.clone(), seen.clone());
+            async move {
+                let named = widget.annotations().get(SETTINGS).cloned();
+                let namespace = widget.namespace();
+                let configmap = named.and_then(|name| settings.get(namespace.as_deref(), &name));
+                let color = configmap.and_then(|c| c.data.as_ref()?.get("color").cloned());
+                seen.lock().unwrap().push((widget.name_any(), color));
+                Ok::<_, kube::Error>(Action::await_change())
+            }
+        }
+    };
+    let controller = manager
+        .controller(Api::<Widget>::all(client.clone()), "widget")
+        .watches(&settings, mapper)
+        .run(reconcile, Arc::new(()));
+    manager.controllers().add(controller);
+    let running = tokio::spawn(manager.controllers().run());
+
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let colored = |color: &str| ConfigMap {
+        metadata: ObjectMeta {
+            name: Some("settings".into()),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([("color".into(), color.into())])),
+        ..Default::default()
+    };
+    let pp = PostParams::default();
+    configmaps.create(&pp, &colored("blue")).await.unwrap();
+    let widgets: Api<Widget> = Api::namespaced(client.clone(), "default");
+    let mut named = widget("named", 1, 0);
+    named
+        .annotations_mut()
+        .insert(SETTINGS.into(), "settings".into());
+    widgets.create(&pp, &named).await.unwrap();
+    widgets.create(&pp, &widget("other", 1, 0)).await.unwrap();
+    let saw = |name: &str, color: Option<&str>| {
+        let seen = seen.lock().unwrap();
+        seen.iter().any(|(n, c)| n == name && c.as_deref() == color)
+    };
+    let both = async || saw("named", Some("blue")) && saw("other", None);
+    assert!(
+        eventually(Duration::from_secs(30), both).await,
+        "{:?}",
+        seen.lock().unwrap()
+    );
+
+    let reconciles_of = |name: &str| {
+        seen.lock()
+            .unwrap()
+            .iter()
+            .filter(|(n, _)| n == name)
+            .count()
+    };
+    let others = reconciles_of("other");
+    let green = serde_json::json!({"data": {"color": "green"}});
+    let merge = PatchParams::default();
+    configmaps
+        .patch("settings", &merge, &Patch::Merge(&green))
+        .await
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), async || saw(
+            "named",
+            Some("green")
+        ))
+        .await,
+        "the change of the settings did not reconcile the Widget naming them: {:?}",
+        seen.lock().unwrap()
+    );
+    // Gone settings reconcile it too.
+    configmaps
+        .delete("settings", &DeleteParams::default())
+        .await
+        .unwrap();
+    let after = reconciles_of("named");
+    let again = async || reconciles_of("named") > after && saw("named", None);
+    assert!(
+        eventually(Duration::from_secs(10), again).await,
+        "{:?}",
+        seen.lock().unwrap()
+    );
+    assert_eq!(
+        reconciles_of("other"),
+        others,
+        "a Widget naming nothing was reconciled"
+    );
+    let metrics = manager.metrics().encode();
+    let adds = support::sample(
+        &metrics,
+        r#"workqueue_adds_total{name="widget",controller="widget"}"#,
+    );
+    assert!(adds.is_some_and(|n| n >= 4.0), "{metrics}");
+
+    manager.shutdown();
+    tokio::time::timeout(Duration::from_secs(10), running)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
 }

@@ -58,8 +58,8 @@ mod priority;
 
 type Customization<K> = Box<dyn FnOnce(Controller<K>) -> Controller<K> + Send>;
 
-/// Subscribes to the changes of an owned-object cache, as triggers of their owners.
-type OwnedTriggers<K> = Box<dyn FnOnce() -> BoxStream<'static, Trigger<K>> + Send>;
+/// The triggers of one other cache (`owns`, `watches`), subscribed once the controller runs.
+type OtherTriggers<K> = Box<dyn FnOnce() -> BoxStream<'static, Trigger<K>> + Send>;
 
 type ErrorPolicy<K> = Arc<dyn Fn(&K, &(dyn std::error::Error + 'static)) -> OnError + Send + Sync>;
 
@@ -155,7 +155,7 @@ where
     watcher_config: watcher::Config,
     concurrency: u16,
     customizations: Vec<Customization<K>>,
-    owned: Vec<OwnedTriggers<K>>,
+    others: Vec<OtherTriggers<K>>,
     /// The caches a reconcile reads besides the controller's own.
     reads: Vec<Completeness>,
     queue: WorkQueue,
@@ -176,7 +176,7 @@ where
             watcher_config: watcher::Config::default(),
             concurrency: DEFAULT_CONCURRENCY,
             customizations: Vec::new(),
-            owned: Vec::new(),
+            others: Vec::new(),
             reads: Vec::new(),
             on_error: None,
             failure_events: true,
@@ -194,7 +194,7 @@ where
         let queue = self.queue.clone();
         let children = children.clone();
         // Subscribed once the controller runs: a standby reads nothing until it leads.
-        self.owned.push(Box::new(move || {
+        self.others.push(Box::new(move || {
             let owners = children
                 .changes_by_origin()
                 .flat_map(move |(change, origin)| {
@@ -203,6 +203,58 @@ where
                     futures::stream::iter(owners.into_iter().map(move |owner| (owner, origin)))
                 });
             owners.boxed()
+        }));
+        self
+    }
+
+    /// Reconciles the objects `mapper` names whenever an object in `cache` changes or goes away: a
+    /// kind the controller reads without owning it, such as a ConfigMap or Secret its objects name
+    /// in their spec (controller-runtime's `Watches` with `EnqueueRequestsFromMapFunc`). The changes
+    /// come from the shared `cache` (no watch of its own), take the same place in the work order as
+    /// any other trigger and count in the work-queue metrics; no reconcile starts while `cache` is
+    /// incomplete.
+    ///
+    /// The mapper usually looks the referring objects up in the manager's cache of `K`:
+    ///
+    /// ```no_run
+    /// # use k8s_openapi::api::apps::v1::Deployment;
+    /// # use k8s_openapi::api::core::v1::ConfigMap;
+    /// # use kube::ResourceExt;
+    /// # use kube::runtime::reflector::ObjectRef;
+    /// # fn f(manager: rustbuilder_runtime::Manager) {
+    /// // Each Deployment names its settings in an annotation; a change of the settings reconciles it.
+    /// let deployments = manager.cache::<Deployment>();
+    /// let controller = manager
+    ///     .controller(manager.api::<Deployment>(), "deployment")
+    ///     .watches(&manager.cache::<ConfigMap>(), move |settings: &ConfigMap| {
+    ///         let names_it = |d: &Deployment| {
+    ///             d.namespace() == settings.namespace()
+    ///                 && d.annotations().get("example.com/settings") == Some(&settings.name_any())
+    ///         };
+    ///         let referring = deployments.list().into_iter().filter(|d| names_it(d));
+    ///         referring.map(|d| ObjectRef::from_obj(&*d)).collect::<Vec<_>>()
+    ///     });
+    /// # }
+    /// ```
+    pub fn watches<O, I>(
+        mut self,
+        cache: &Cache<O>,
+        mapper: impl Fn(&O) -> I + Send + Sync + 'static,
+    ) -> Self
+    where
+        O: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+        I: IntoIterator<Item = ObjectRef<K>>,
+    {
+        self.reads.push(cache.completeness());
+        let queue = self.queue.clone();
+        let cache = cache.clone();
+        self.others.push(Box::new(move || {
+            let targets = cache.changes_by_origin().flat_map(move |(change, origin)| {
+                let targets: Vec<ObjectRef<K>> = mapper(change.object()).into_iter().collect();
+                targets.iter().for_each(|target| queue.add(key_of(target)));
+                futures::stream::iter(targets.into_iter().map(move |target| (target, origin)))
+            });
+            targets.boxed()
         }));
         self
     }
@@ -252,8 +304,9 @@ where
         self
     }
 
-    /// Any further setting of kube's [`Controller`] (e.g. `watches`, `reconcile_on`), applied
-    /// before it runs.
+    /// Any further setting of kube's [`Controller`] (e.g. `reconcile_on`), applied before it runs.
+    /// For another kind, prefer [`Builder::watches`]: kube's own `watches` opens a watch of its own,
+    /// outside the shared caches, the completeness gate, the work order and the queue metrics.
     pub fn with_controller(
         mut self,
         customize: impl FnOnce(Controller<K>) -> Controller<K> + Send + 'static,
@@ -282,7 +335,7 @@ where
             watcher_config,
             concurrency,
             customizations,
-            owned,
+            others,
             reads,
             queue,
             on_error,
@@ -307,7 +360,7 @@ where
                 ready(object)
             }
         });
-        let triggers = owned.into_iter().map(|subscribe| subscribe());
+        let triggers = others.into_iter().map(|subscribe| subscribe());
         let triggers = futures::stream::select_all(triggers).boxed();
         let triggers = futures::stream::select(objects, triggers);
         let prioritized =
