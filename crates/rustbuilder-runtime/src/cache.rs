@@ -1,8 +1,8 @@
 //! Shared caches of Kubernetes objects, on kube's own [`reflector::Store`].
 //!
 //! A [`Cache<K>`] holds the objects of kind `K` that one watch lists: all those a manager watches
-//! ([`Manager::cache`]), or those matching a label or field selector ([`Manager::cache_with`],
-//! [`Manager::owned`]). The manager keeps one cache per kind, scope and selector: every controller,
+//! ([`Manager::cache`](crate::Manager::cache)), or those matching a label or field selector ([`Manager::cache_with`](crate::Manager::cache_with),
+//! [`Manager::owned`](crate::Manager::owned)). The manager keeps one cache per kind, scope and selector: every controller,
 //! webhook or task that asks for the same one shares its watch and its memory, as
 //! controller-runtime's informers are shared.
 //!
@@ -52,9 +52,54 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use crate::manager::{CacheSynced, Manager};
+use futures::future::{BoxFuture, Shared as SharedFuture};
+
+use crate::metrics::Metrics;
 use crate::ownership::controller_of;
-use crate::shard::{Ranges, ShardState};
+use crate::shard::{Ranges, Shard, ShardKey, ShardState};
+
+/// What a cache needs from the process it runs in: the field manager whose apply entries it keeps,
+/// the metrics, when to stop, and whom to tell once it holds its first list. The manager makes one
+/// (`Cache::sharded(&manager, …)` turns the manager into one); a cache knows nothing else of it.
+#[derive(Clone)]
+pub struct Host {
+    field_manager: String,
+    metrics: Metrics,
+    stop: SharedFuture<BoxFuture<'static, ()>>,
+    expect_sync: Arc<dyn Fn() -> Synced + Send + Sync>,
+}
+
+impl Host {
+    /// A host whose caches keep `field_manager`'s apply entries, count into `metrics`, stop when
+    /// `stop` resolves, and each call `expect_sync` once when they start and the [`Synced`] it
+    /// returns once they hold their first list.
+    pub(crate) fn new(
+        field_manager: &str,
+        metrics: Metrics,
+        stop: SharedFuture<BoxFuture<'static, ()>>,
+        expect_sync: impl Fn() -> Synced + Send + Sync + 'static,
+    ) -> Host {
+        Host {
+            field_manager: field_manager.to_string(),
+            metrics,
+            stop,
+            expect_sync: Arc::new(expect_sync),
+        }
+    }
+}
+
+/// What a cache calls once it holds its first list (the manager counts it for readiness).
+pub(crate) struct Synced(Box<dyn FnOnce() + Send>);
+
+impl Synced {
+    pub(crate) fn new(done: impl FnOnce() + Send + 'static) -> Synced {
+        Synced(Box::new(done))
+    }
+
+    fn done(self) {
+        (self.0)()
+    }
+}
 
 /// What a cache's watch saw happen to one object.
 #[derive(Debug)]
@@ -108,8 +153,8 @@ impl<K> Change<K> {
 }
 
 /// The objects of kind `K` one watch lists, shared by everyone who asks the manager for it: cheap to
-/// clone, clones read the same cache. Made by [`Manager::cache`], [`Manager::cache_with`] and
-/// [`Manager::owned`]; it fills in the background until the manager shuts down, and the manager is
+/// clone, clones read the same cache. Made by [`Manager::cache`](crate::Manager::cache), [`Manager::cache_with`](crate::Manager::cache_with) and
+/// [`Manager::owned`](crate::Manager::owned); it fills in the background until the manager shuts down, and the manager is
 /// not ready (`/readyz`) until it holds its first full list.
 pub struct Cache<K>
 where
@@ -411,16 +456,16 @@ impl<K> Cache<K>
 where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
-    /// Starts the watch of `api` with `config` in the background, until the manager shuts down.
-    fn start(manager: &Manager, api: Api<K>, config: watcher::Config) -> Self {
+    /// Starts the watch of `api` with `config` in the background, until the host stops.
+    fn start(host: &Host, api: Api<K>, config: watcher::Config) -> Self {
         let (store, writer) = reflector::store();
         let shared = Arc::new(Shared::new(store, None));
-        let field_manager = manager.name().to_string();
+        let field_manager = host.field_manager.clone();
         let events = watcher(api, config)
             .default_backoff()
             .modify(move |object| keep_own_apply_entry(object, &field_manager));
-        let filling = fill(events, writer, shared.clone(), manager.expect_cache(), None);
-        let stop = manager.shutdown_signal();
+        let filling = fill(events, writer, shared.clone(), (host.expect_sync)(), None);
+        let stop = host.stop.clone();
         tokio::spawn(async move {
             tokio::select! {
                 () = filling => {}
@@ -444,20 +489,30 @@ where
     ///
     /// [`ShardKey::Uid`]: crate::shard::ShardKey::Uid
     pub fn sharded(
-        manager: &Manager,
+        host: impl Into<Host>,
         api: Api<K>,
         config: watcher::Config,
-        shard: &crate::shard::Shard,
-        key: crate::shard::ShardKey,
+        shard: &Shard,
+        key: ShardKey,
+    ) -> Self {
+        Cache::sharded_in(&host.into(), api, config, shard, key)
+    }
+
+    fn sharded_in(
+        host: &Host,
+        api: Api<K>,
+        config: watcher::Config,
+        shard: &Shard,
+        key: ShardKey,
     ) -> Self {
         let (store, writer) = reflector::store();
         let shared = Arc::new(Shared::new(store.clone(), Some(shard.state())));
         let counted = Arc::downgrade(&shared);
         let count = move || counted.upgrade().map(|shared| shared.store.len());
         let kind = K::kind(&());
-        let series = manager.metrics().shard();
+        let series = host.metrics.shard();
         series.count_objects(shard.group(), &kind, key.label(), count);
-        let field_manager = manager.name().to_string();
+        let field_manager = host.field_manager.clone();
         let namespace = shard.namespace().to_string();
         // The ranges of the list the watch is making, for the cache to tell which ones it holds.
         let listing = Arc::new(Mutex::new(Ranges::none()));
@@ -469,10 +524,10 @@ where
             events,
             writer,
             shared.clone(),
-            manager.expect_cache(),
+            (host.expect_sync)(),
             Some(listing),
         );
-        let stop = manager.shutdown_signal();
+        let stop = host.stop.clone();
         tokio::spawn(async move {
             tokio::select! {
                 () = filling => {}
@@ -508,7 +563,7 @@ async fn fill<K>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
     mut writer: reflector::store::Writer<K>,
     shared: Arc<Shared<K>>,
-    synced: CacheSynced,
+    synced: Synced,
     listing: Option<Arc<Mutex<Ranges>>>,
 ) where
     K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
@@ -689,7 +744,7 @@ impl Caches {
     /// selectors, else a new one.
     pub(crate) fn get_or_start<K>(
         &self,
-        manager: &Manager,
+        host: &Host,
         api: Api<K>,
         config: watcher::Config,
     ) -> Cache<K>
@@ -711,7 +766,7 @@ impl Caches {
         {
             return cache.clone();
         }
-        let cache = Cache::start(manager, api, config);
+        let cache = Cache::start(host, api, config);
         started.insert(key, Box::new(cache.clone()));
         cache
     }
@@ -720,11 +775,11 @@ impl Caches {
     /// the one started before for the same kind, scope, selectors and key, else a new one.
     pub(crate) fn get_or_start_sharded<K>(
         &self,
-        manager: &Manager,
+        host: &Host,
         api: Api<K>,
         config: watcher::Config,
-        shard: &crate::shard::Shard,
-        key: crate::shard::ShardKey,
+        shard: &Shard,
+        key: ShardKey,
     ) -> Cache<K>
     where
         K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
@@ -744,9 +799,29 @@ impl Caches {
         {
             return cache.clone();
         }
-        let cache = Cache::sharded(manager, api, config, shard, key);
+        let cache = Cache::sharded_in(host, api, config, shard, key);
         started.insert(cache_key, Box::new(cache.clone()));
         cache
+    }
+
+    /// With `shard`, the cache of its part of `api`'s objects (placed by `key`); without, the cache
+    /// of them all.
+    pub(crate) fn get_or_start_for<K>(
+        &self,
+        host: &Host,
+        api: Api<K>,
+        config: watcher::Config,
+        shard: Option<&Shard>,
+        key: ShardKey,
+    ) -> Cache<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+        K::Scope: crate::scope::WatchScope,
+    {
+        match shard {
+            Some(shard) => self.get_or_start_sharded(host, api, config, shard, key),
+            None => self.get_or_start(host, api, config),
+        }
     }
 }
 

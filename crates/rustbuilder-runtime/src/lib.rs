@@ -39,6 +39,20 @@
 //! replicas: Lease membership, handover without overlap, and caches of a replica's own part. The
 //! `manifests` feature adds `manifests`, which writes the CRDs, the RBAC role and the webhook
 //! configurations that `make manifests` produces; the `testing` feature adds `testing`, helpers for a project's tests.
+//!
+//! ## Layers
+//!
+//! Each layer uses only the ones below it; none knows what is above:
+//!
+//! ```text
+//! manager      wires it all: flags, client, endpoints, leader election, signals
+//!   ├── controller   reconciles one kind from caches, gated by completeness and the shard
+//!   ├── owned        the manager's own objects: a cache, plus the names of the others
+//!   └── webhook      admission and conversion
+//! cache        one watch per kind and selector, shared; told its host (field manager, stop, readiness)
+//! shard        membership, handover, the fence, sharded watches
+//! apply, events, metrics, conditions, … and the leaves: ownership, lease timing, watch scopes
+//! ```
 
 #![warn(missing_docs)]
 

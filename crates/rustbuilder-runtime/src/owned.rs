@@ -1,7 +1,7 @@
 //! The objects a manager creates, and who controls them.
 //!
 //! A controller labels what it creates `app.kubernetes.io/managed-by=<manager name>`
-//! ([`MANAGED_BY_LABEL`]) and reads it back from [`Manager::owned`]: a shared [`Cache`] of the objects
+//! ([`MANAGED_BY_LABEL`]) and reads it back from [`Manager::owned`](crate::Manager::owned): a shared [`Cache`] of the objects
 //! of kind `K` with that label, and only those, so the manager does not cache every Deployment (say)
 //! of the cluster. Passed to [`Builder::owns`](crate::controller::Builder::owns), a change to one of
 //! them reconciles its owner.
@@ -37,18 +37,17 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
 
+use kube::Client;
+
 use crate::cache::Cache;
-use crate::manager::Manager;
 pub use crate::ownership::{controlled_by, controller_of};
-use crate::scope::WatchScope;
-use crate::shard::ShardKey;
 
 /// The label that marks the objects a manager creates; its value is the manager's name.
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 
 /// The objects of kind `K` labelled as created by this manager: a [`Cache`] (it dereferences to one:
 /// `get`, `list`, `children_of`, ...), shared by every user of the manager. Made by
-/// [`Manager::owned`]; cheap to clone.
+/// [`Manager::owned`](crate::Manager::owned); cheap to clone.
 pub struct Owned<K>
 where
     K: Resource<DynamicType = ()> + 'static,
@@ -56,15 +55,23 @@ where
     objects: Cache<K>,
     /// The metadata of the objects of kind `K` not labelled as ours, when asked for.
     others: Option<Cache<PartialObjectMeta<K>>>,
-    manager: Manager,
+    client: Client,
+    /// The manager's name: the value of [`MANAGED_BY_LABEL`] on the objects it creates.
+    manager: String,
+    /// Starts (or joins) the manager's cache of the metadata `config` selects.
+    metadata_cache: MetadataCache<K>,
 }
+
+type MetadataCache<K> = Arc<dyn Fn(watcher::Config) -> Cache<PartialObjectMeta<K>> + Send + Sync>;
 
 impl<K: Resource<DynamicType = ()>> Clone for Owned<K> {
     fn clone(&self) -> Self {
         Owned {
             objects: self.objects.clone(),
             others: self.others.clone(),
+            client: self.client.clone(),
             manager: self.manager.clone(),
+            metadata_cache: self.metadata_cache.clone(),
         }
     }
 }
@@ -95,17 +102,21 @@ where
 impl<K> Owned<K>
 where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
-    K::Scope: WatchScope,
 {
-    /// Starts (or joins) the cache of `manager`'s objects of `K`. Use [`Manager::owned`].
-    pub(crate) fn start(manager: &Manager) -> Self {
-        let config = watcher::Config::default().labels(&ours(manager));
+    /// The objects of `objects` (the manager's cache of its own objects of `K`). Use
+    /// [`Manager::owned`](crate::Manager::owned).
+    pub(crate) fn new(
+        objects: Cache<K>,
+        client: Client,
+        manager: &str,
+        metadata_cache: impl Fn(watcher::Config) -> Cache<PartialObjectMeta<K>> + Send + Sync + 'static,
+    ) -> Self {
         Owned {
-            // With `--sharding`, only the children of this replica's objects: the manager's `apply`
-            // labels each with its owner's bucket, and the API server selects by it.
-            objects: manager.cache_of_shard(manager.api::<K>(), config, ShardKey::OwnerBucket),
+            objects,
             others: None,
-            manager: manager.clone(),
+            client,
+            manager: manager.to_string(),
+            metadata_cache: Arc::new(metadata_cache),
         }
     }
 
@@ -114,16 +125,16 @@ where
     /// Worth it when a reconcile looks for an object that usually does not exist yet.
     pub fn with_other_names(mut self) -> Self {
         // `!=` also selects the objects without the label.
-        let others = format!("{MANAGED_BY_LABEL}!={}", self.manager.name());
+        let others = format!("{MANAGED_BY_LABEL}!={}", self.manager);
         let config = watcher::Config::default().labels(&others);
-        let api = self.manager.api::<PartialObjectMeta<K>>();
-        self.others = Some(self.manager.cache_with(api, config));
+        self.others = Some((self.metadata_cache)(config));
         self
     }
 }
 
-fn ours(manager: &Manager) -> String {
-    format!("{MANAGED_BY_LABEL}={}", manager.name())
+/// The label selector of the objects `manager` creates.
+pub(crate) fn ours(manager: &str) -> String {
+    format!("{MANAGED_BY_LABEL}={manager}")
 }
 
 impl<K> Owned<K>
@@ -152,7 +163,7 @@ where
         {
             return Ok(None);
         }
-        let api = Api::<K>::namespaced(self.manager.client(), namespace);
+        let api = Api::<K>::namespaced(self.client.clone(), namespace);
         Ok(api.get_opt(name).await?.map(Arc::new))
     }
 }

@@ -40,11 +40,13 @@ use serde::de::DeserializeOwned;
 use tracing::{debug, info, warn};
 
 use crate::backoff::ErrorBackoff;
-use crate::cache::{Cache, Completeness};
+use crate::cache::{self, Cache, Caches, Completeness};
 use crate::events::EventType;
-use crate::manager::Manager;
+use crate::events::Events;
+use crate::metrics::Metrics;
 use crate::metrics::{QueueKey, WorkQueue};
 use crate::scope::WatchScope;
+use crate::shard::Shard;
 use crate::shard::ShardKey;
 use priority::Trigger;
 
@@ -117,7 +119,40 @@ pub enum OnError {
     GiveUp,
 }
 
-/// Builds and runs one controller of a [`Manager`]; made by [`Manager::controller`].
+/// What a controller needs from the process it runs in; the manager makes it
+/// ([`Manager::controller`](crate::Manager::controller)). A controller knows nothing else of the manager.
+#[derive(Clone)]
+pub(crate) struct Host {
+    /// The shared caches, to start or join the controller's own.
+    pub(crate) caches: Arc<Caches>,
+    pub(crate) cache_host: cache::Host,
+    pub(crate) metrics: Metrics,
+    pub(crate) events: Events,
+    /// This replica's part of the objects, with `--sharding`.
+    pub(crate) shard: Option<Shard>,
+    pub(crate) stop: futures::future::Shared<futures::future::BoxFuture<'static, ()>>,
+    /// Whether this replica may reconcile (it leads, or there is no leader election).
+    pub(crate) leading: tokio::sync::watch::Receiver<bool>,
+    /// Tells the manager that the controller's cache holds its first list.
+    pub(crate) synced: Arc<dyn Fn() + Send + Sync>,
+}
+
+impl Host {
+    fn shutdown_signal(&self) -> impl Future<Output = ()> + Send + Sync + 'static {
+        self.stop.clone()
+    }
+
+    /// Waits until this replica may reconcile; `false` if shutdown comes first.
+    async fn leading(&self) -> bool {
+        let mut leading = self.leading.clone();
+        tokio::select! {
+            led = leading.wait_for(|leading| *leading) => led.is_ok(),
+            () = self.shutdown_signal() => false,
+        }
+    }
+}
+
+/// Builds and runs one controller of a [`Manager`](crate::Manager); made by [`Manager::controller`](crate::Manager::controller).
 ///
 /// The controller reconciles every object of `K` the `Api` lists (read from the manager's shared
 /// [`Cache`] of them), and the owners of the objects of each cache given to [`Builder::owns`]. Built in:
@@ -140,7 +175,7 @@ pub enum OnError {
 /// - a warm standby: with leader election, the caches fill while the replica waits for the Lease,
 ///   and it reconciles the moment it leads;
 /// - readiness: the manager reports ready once this controller's cache has synced;
-/// - graceful shutdown: on [`Manager::shutdown`] it takes no new work and returns once the reconciles
+/// - graceful shutdown: on [`Manager::shutdown`](crate::Manager::shutdown) it takes no new work and returns once the reconciles
 ///   in flight are done;
 /// - a log line per reconcile: `reconciled` (debug) or `reconcile failed` (warning), with the
 ///   fields `controller` and `object`.
@@ -149,7 +184,7 @@ where
     K: Resource + Clone + Debug + 'static,
     K::DynamicType: Eq + Hash + Clone,
 {
-    manager: Manager,
+    host: Host,
     api: Api<K>,
     name: String,
     watcher_config: watcher::Config,
@@ -167,10 +202,10 @@ impl<K> Builder<K>
 where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
-    pub(crate) fn new(manager: Manager, api: Api<K>, name: &str) -> Self {
+    pub(crate) fn new(host: Host, api: Api<K>, name: &str) -> Self {
         Builder {
-            queue: manager.metrics().work_queue(name),
-            manager,
+            queue: host.metrics.work_queue(name),
+            host,
             api,
             name: name.to_string(),
             watcher_config: watcher::Config::default(),
@@ -184,7 +219,7 @@ where
     }
 
     /// Reconciles the owner (the controller reference) of each object in `children` when it changes
-    /// or goes away: usually [`Manager::owned`], the objects this manager creates. No reconcile
+    /// or goes away: usually [`Manager::owned`](crate::Manager::owned), the objects this manager creates. No reconcile
     /// starts while `children` is incomplete (see [`Cache::completeness`]).
     pub fn owns<O>(mut self, children: &Cache<O>) -> Self
     where
@@ -329,7 +364,7 @@ where
         K::Scope: WatchScope,
     {
         let Builder {
-            manager,
+            host,
             api,
             name,
             watcher_config,
@@ -345,8 +380,14 @@ where
         // The watched objects come from the manager's shared cache of them, which webhooks and other
         // controllers may read too. It fills while this replica waits to lead.
         // With `--sharding`, the objects of this replica's part only.
-        let cache = manager.cache_of_shard(api, watcher_config, ShardKey::Uid);
-        if !manager.leading().await {
+        let cache = host.caches.get_or_start_for(
+            &host.cache_host,
+            api,
+            watcher_config,
+            host.shard.as_ref(),
+            ShardKey::Uid,
+        );
+        if !host.leading().await {
             return;
         }
         info!(controller = %name, "starting controller");
@@ -368,24 +409,24 @@ where
         let admitted = prioritized.admitted();
         let mut controller = Controller::for_shared_stream(prioritized, cache.store())
             .with_config(config)
-            .graceful_shutdown_on(manager.shutdown_signal());
+            .graceful_shutdown_on(host.shutdown_signal());
         for customize in customizations {
             controller = customize(controller);
         }
         let synced = Arc::new(AtomicBool::new(false));
-        report_synced(&manager, controller.store(), synced.clone());
+        report_synced(host.synced.clone(), controller.store(), synced.clone());
 
         let backoff = Arc::new(ErrorBackoff::default());
         let reset = backoff.clone();
-        let metrics = manager.metrics().controller(&name, concurrency);
+        let metrics = host.metrics.controller(&name, concurrency);
         let reconcile = Arc::new(reconcile);
-        let events = failure_events.then(|| Arc::new(manager.events()));
+        let events = failure_events.then(|| Arc::new(host.events.clone()));
         let working = queue.clone();
         let done = admitted.clone();
-        let shard = manager.shard().cloned();
+        let shard = host.shard.clone();
         let reads: Arc<[Completeness]> =
             std::iter::once(cache.completeness()).chain(reads).collect();
-        let (store, stopping) = (cache.store(), manager.clone());
+        let (store, stopping) = (cache.store(), host.clone());
         let checked = move |triggered: Arc<K>, ctx: Arc<C>| {
             let (reconcile, reset, events) = (reconcile.clone(), reset.clone(), events.clone());
             let (queue, done, shard) = (working.clone(), done.clone(), shard.clone());
@@ -524,7 +565,7 @@ where
         // kube's controller starts no reconcile before its cache holds the first list, and when
         // stopped it waits for that list, which may never come (the kind cannot be listed, say). So a
         // controller stopped before its cache synced stops at once: nothing can be in flight.
-        let shutdown = manager.shutdown_signal();
+        let shutdown = host.shutdown_signal();
         let stopped_unsynced = async move {
             shutdown.await;
             // A cache that synced an instant ago is seen here within a polling round.
@@ -623,13 +664,13 @@ where
     }
 }
 
-/// Tells the manager, and `synced`, once `store` (the controller's cache) holds the first full list.
-fn report_synced<K>(manager: &Manager, store: Store<K>, synced: Arc<AtomicBool>)
+/// Tells the manager (`report`), and `synced`, once `store` (the controller's cache) holds the first
+/// full list.
+fn report_synced<K>(report: Arc<dyn Fn() + Send + Sync>, store: Store<K>, synced: Arc<AtomicBool>)
 where
     K: Resource + Clone + Send + Sync + 'static,
     K::DynamicType: Eq + Hash + Clone + Send + Sync,
 {
-    let manager = manager.clone();
     tokio::spawn(async move {
         // The controller waits on the same store, and kube-runtime (5.0) wakes only the last of several
         // concurrent waiters: wait in short rounds, so this task looks again regardless.
@@ -638,7 +679,7 @@ where
             match round {
                 Ok(Ok(())) => {
                     synced.store(true, Ordering::SeqCst);
-                    break manager.controller_synced();
+                    break report();
                 }
                 // The controller stopped before its cache filled: it never counts as synced.
                 Ok(Err(_)) => break,

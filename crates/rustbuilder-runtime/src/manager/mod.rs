@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use kube::api::Api;
+use kube::core::PartialObjectMeta;
 use kube::runtime::watcher;
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
@@ -26,11 +27,11 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::{error, info, warn};
 
-use crate::cache::{Cache, Caches};
-use crate::controller::Builder;
+use crate::cache::{self, Cache, Caches};
+use crate::controller::{self, Builder};
 use crate::events::Events;
 use crate::metrics::Metrics;
-use crate::owned::Owned;
+use crate::owned::{self, Owned};
 use crate::shard::{Fence, Membership, Shard, ShardKey};
 use crate::webhook::{self, Webhooks};
 
@@ -293,7 +294,7 @@ struct Inner {
     metrics: Metrics,
     stop: watch::Sender<bool>,
     stopped: Shared<BoxFuture<'static, ()>>,
-    readiness: Mutex<Readiness>,
+    readiness: Arc<Mutex<Readiness>>,
     /// `(namespace, lease name)` when leader election is on.
     leader_election: Option<(String, String)>,
     lease_timing: Timing,
@@ -311,7 +312,7 @@ struct Inner {
     /// The controllers added so far; taken by [`Controllers::run`].
     controllers: Mutex<Registry>,
     /// The caches started, shared by everyone who asks for the same one.
-    caches: Caches,
+    caches: Arc<Caches>,
 }
 
 /// The manager's controllers: added one by one, then run once, together.
@@ -394,7 +395,7 @@ impl Manager {
                 metrics,
                 stop,
                 stopped: stopped.boxed().shared(),
-                readiness: Mutex::new(Readiness::default()),
+                readiness: Arc::default(),
                 leading: watch::channel(leader_election.is_none()).0,
                 leader_election,
                 shard: None,
@@ -403,7 +404,7 @@ impl Manager {
                 webhook_server: None,
                 watch_namespace,
                 controllers: Mutex::new(Registry::Adding(Vec::new())),
-                caches: Caches::default(),
+                caches: Arc::default(),
             }),
         }
     }
@@ -486,7 +487,9 @@ impl Manager {
             + Sync
             + 'static,
     {
-        self.inner.caches.get_or_start(self, api, config)
+        self.inner
+            .caches
+            .get_or_start(&self.cache_host(), api, config)
     }
 
     /// [`Manager::cache_with`], holding only this replica's part of the objects (placed by `key`)
@@ -507,13 +510,11 @@ impl Manager {
             + 'static,
         K::Scope: WatchScope,
     {
-        match self.shard() {
-            Some(shard) => self
-                .inner
-                .caches
-                .get_or_start_sharded(self, api, config, shard, key),
-            None => self.cache_with(api, config),
-        }
+        let host = self.cache_host();
+        let shard = self.shard();
+        self.inner
+            .caches
+            .get_or_start_for(&host, api, config, shard, key)
     }
 
     /// The cache of the objects of `K` labelled `app.kubernetes.io/managed-by=<name>`, the ones this
@@ -530,7 +531,14 @@ impl Manager {
             + 'static,
         K::Scope: WatchScope,
     {
-        Owned::start(self)
+        let config = watcher::Config::default().labels(&owned::ours(self.name()));
+        // With `--sharding`, only the children of this replica's objects: the manager's `apply`
+        // labels each with its owner's bucket, and the API server selects by it.
+        let objects = self.cache_of_shard(self.api::<K>(), config, ShardKey::OwnerBucket);
+        let manager = self.clone();
+        let metadata_cache =
+            move |config| manager.cache_with(manager.api::<PartialObjectMeta<K>>(), config);
+        Owned::new(objects, self.client(), self.name(), metadata_cache)
     }
 
     /// A controller of the objects `api` lists, named `name` in logs and metrics
@@ -545,10 +553,21 @@ impl Manager {
             + Sync
             + 'static,
     {
-        Builder::new(self.clone(), api, name)
+        let readiness = self.inner.readiness.clone();
+        let host = controller::Host {
+            caches: self.inner.caches.clone(),
+            cache_host: self.cache_host(),
+            metrics: self.metrics().clone(),
+            events: self.events(),
+            shard: self.shard().cloned(),
+            stop: self.inner.stopped.clone(),
+            leading: self.inner.leading.subscribe(),
+            synced: Arc::new(move || lock_readiness(&readiness).controllers_synced += 1),
+        };
+        Builder::new(host, api, name)
     }
 
-    /// Resolves once shutdown is requested. [`controller::Builder`](crate::controller::Builder) hands
+    /// Resolves once shutdown is requested. [`controller::Builder`] hands
     /// it to kube's `Controller::graceful_shutdown_on`; other long-running tasks can stop on it too.
     pub fn shutdown_signal(&self) -> impl Future<Output = ()> + Send + Sync + 'static {
         self.inner.stopped.clone()
@@ -587,26 +606,23 @@ impl Manager {
         self.inner.shard.as_ref()
     }
 
-    /// Waits until this replica may reconcile: at once without leader election, else until it holds
-    /// the Lease. `false` if shutdown comes first. Controllers start their caches before they wait, so
-    /// a replica that takes over finds them filled (a warm standby).
-    pub(crate) async fn leading(&self) -> bool {
-        let mut leading = self.inner.leading.subscribe();
-        tokio::select! {
-            led = leading.wait_for(|leading| *leading) => led.is_ok(),
-            () = self.shutdown_signal() => false,
-        }
-    }
-
-    /// Counts one more cache that must sync before the manager is ready.
-    pub(crate) fn expect_cache(&self) -> CacheSynced {
-        self.readiness().caches_pending += 1;
-        CacheSynced(self.clone())
-    }
-
-    /// Records that a controller's cache holds its first list.
-    pub(crate) fn controller_synced(&self) {
-        self.readiness().controllers_synced += 1;
+    /// What the manager's caches need of it; each counts toward readiness until it holds its first
+    /// list.
+    pub(crate) fn cache_host(&self) -> cache::Host {
+        let readiness = self.inner.readiness.clone();
+        cache::Host::new(
+            self.name(),
+            self.metrics().clone(),
+            self.inner.stopped.clone(),
+            move || {
+                lock_readiness(&readiness).caches_pending += 1;
+                let readiness = readiness.clone();
+                cache::Synced::new(move || {
+                    let mut readiness = lock_readiness(&readiness);
+                    readiness.caches_pending = readiness.caches_pending.saturating_sub(1);
+                })
+            },
+        )
     }
 
     /// Marks whether this process is waiting to become leader: a follower is ready as soon as it serves.
@@ -623,11 +639,7 @@ impl Manager {
     }
 
     fn readiness(&self) -> std::sync::MutexGuard<'_, Readiness> {
-        // A panic while holding this lock cannot leave it inconsistent (plain counters).
-        self.inner
-            .readiness
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock_readiness(&self.inner.readiness)
     }
 }
 
@@ -808,13 +820,16 @@ impl ManagerBuilder {
     }
 }
 
-/// A cache that counts toward readiness; [`CacheSynced::done`] once it holds its first list.
-pub(crate) struct CacheSynced(Manager);
+fn lock_readiness(readiness: &Mutex<Readiness>) -> std::sync::MutexGuard<'_, Readiness> {
+    // A panic while holding this lock cannot leave it inconsistent (plain counters).
+    readiness
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
-impl CacheSynced {
-    pub(crate) fn done(self) {
-        let mut readiness = self.0.readiness();
-        readiness.caches_pending = readiness.caches_pending.saturating_sub(1);
+impl From<&Manager> for cache::Host {
+    fn from(manager: &Manager) -> Self {
+        manager.cache_host()
     }
 }
 
