@@ -4496,3 +4496,139 @@ fn a_custom_path_sticks_and_force_moves_its_registration() {
     );
     assert!(read(d, "PROJECT").contains("    defaultingPath: /other-mutate\n"));
 }
+
+/// Kubebuilder's commands as its users' scripts write them (plugin keys short and long, chains,
+/// `--flag=true|false`, the Go toolchain's flags) run unchanged with `rustbuilder` in its place.
+#[test]
+fn kubebuilder_commands_run_as_they_are() {
+    let dir = tempfile::Builder::new().prefix("crew").tempdir().unwrap();
+    let dir = dir.path();
+    let init = [
+        "init",
+        "--plugins",
+        "go/v4",
+        "--domain",
+        "testproject.org",
+        "--license",
+        "apache2",
+        "--owner",
+        "The Kubernetes authors",
+        "--project-name",
+        "crew",
+        "--project-version",
+        "3",
+        "--fetch-deps=false",
+        "--skip-go-version-check",
+        "--multigroup=false",
+    ];
+    ok(dir, &init);
+    let captain = [
+        "create",
+        "api",
+        "--group",
+        "crew",
+        "--version",
+        "v1",
+        "--kind",
+        "Captain",
+        "--controller=true",
+        "--resource=true",
+        "--make=false",
+    ];
+    ok(dir, &captain);
+    let webhook = [
+        "create",
+        "webhook",
+        "--group",
+        "crew",
+        "--version",
+        "v1",
+        "--kind",
+        "Captain",
+        "--defaulting",
+        "--programmatic-validation=true",
+        "--conversion=false",
+        "--plural",
+        "captains",
+        "--plugins",
+        "go.kubebuilder.io/v4",
+    ];
+    ok(dir, &webhook);
+    let busybox = [
+        "create",
+        "api",
+        "--group",
+        "crew",
+        "--version",
+        "v1alpha1",
+        "--kind",
+        "Busybox",
+        "--plugins",
+        "go/v4,deploy-image.go.kubebuilder.io/v1-alpha",
+        "--image",
+        "busybox:1.37.0",
+        "--make=false",
+    ];
+    ok(dir, &busybox);
+    ok(
+        dir,
+        &["edit", "--plugins", "grafana.kubebuilder.io/v1-alpha"],
+    );
+    assert!(dir.join("src/controller/busybox.rs").is_file());
+    assert!(dir.join("grafana").is_dir());
+    let project = read(dir, "PROJECT");
+    assert!(project.contains("kind: Captain") && project.contains("defaulting: true"));
+
+    // A plugin on init runs on the new project.
+    let other = tempfile::Builder::new().prefix("fleet").tempdir().unwrap();
+    let chain = "go/v4,autoupdate.kubebuilder.io/v1-alpha";
+    ok(
+        other.path(),
+        &["init", "--plugins", chain, "--domain", "example.com"],
+    );
+    assert!(
+        other
+            .path()
+            .join(".github/workflows/auto_update.yml")
+            .is_file()
+    );
+
+    // What cannot mean anything here is refused by name, with the fix.
+    refused(
+        dir,
+        &[
+            "create",
+            "webhook",
+            "--group",
+            "crew",
+            "--version",
+            "v1",
+            "--kind",
+            "Captain",
+            "--defaulting",
+            "--force",
+            "--plural",
+            "captainz",
+        ],
+        &["`--plural captainz` is not the plural of Captain, which is `captains`"],
+    );
+    let empty = tempfile::Builder::new().prefix("empty").tempdir().unwrap();
+    refused(
+        empty.path(),
+        &["init", "--plugins", "go/v3", "--domain", "example.com"],
+        &["`go/v3` is an older Kubebuilder layout", "--plugins go/v4"],
+    );
+    refused(
+        empty.path(),
+        &["init", "--project-version", "2"],
+        &["unsupported `--project-version 2`"],
+    );
+    refused(
+        empty.path(),
+        &["init", "--plugins", "deploy-image/v1-alpha"],
+        &[
+            "does not run on `init`",
+            "rustbuilder create api --plugins deploy-image/v1-alpha",
+        ],
+    );
+}

@@ -3,6 +3,7 @@
 use anyhow::Result;
 use clap::ArgAction;
 
+use super::plugin_keys::{self, Plugin};
 use crate::model::{ControllerName, Group, Kind, Plural, Version};
 use crate::plugins::deploy_image::{self, ImageOptions};
 use crate::plugins::rust::ApiOptions;
@@ -47,13 +48,17 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     pub controller_name: Option<ControllerName>,
     /// Overwrite the files of an API that already exists.
-    #[arg(long)]
+    #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false)]
     pub force: bool,
     #[command(flatten)]
     pub external: super::ExternalApi,
-    /// Extra plugin: `deploy-image/v1-alpha` scaffolds a controller that runs `--image` as a Deployment.
-    #[arg(long, value_name = "PLUGIN")]
+    /// Plugin keys, comma-separated: `deploy-image/v1-alpha` (also
+    /// `deploy-image.go.kubebuilder.io/v1-alpha`) scaffolds a controller that runs `--image` as a
+    /// Deployment; the layout keys (`go/v4`, `kustomize/v2`, ...) change nothing.
+    #[arg(long, value_name = "PLUGIN,...")]
     pub plugins: Option<String>,
+    #[command(flatten)]
+    pub go: super::GoToolchain,
     #[command(flatten)]
     pub image: ImageArgs,
     #[command(flatten)]
@@ -89,7 +94,14 @@ impl From<ImageArgs> for ImageOptions {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let image = deploy_image::select(args.plugins.as_deref(), args.image.into())?;
+    let plugins = match args.plugins.as_deref() {
+        Some(chain) => plugin_keys::parse(chain, "create api", &[Plugin::DeployImage])?,
+        None => Vec::new(),
+    };
+    let deploy = plugins
+        .contains(&Plugin::DeployImage)
+        .then_some(deploy_image::NAME);
+    let image = deploy_image::select(deploy, args.image.into())?;
     let options = ApiOptions {
         group: args.group,
         version: args.version,

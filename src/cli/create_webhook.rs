@@ -2,8 +2,9 @@
 //! versions.
 
 use anyhow::Result;
+use clap::ArgAction;
 
-use crate::model::{Group, Kind, Version, WebhookPath};
+use crate::model::{Group, Kind, Plural, Version, WebhookPath};
 use crate::plugins::webhook::WebhookOptions;
 use crate::shell;
 
@@ -39,13 +40,13 @@ pub struct Args {
     #[arg(long)]
     pub kind: Kind,
     /// Scaffold the defaulting webhook (fills in what users leave out).
-    #[arg(long)]
+    #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false)]
     pub defaulting: bool,
     /// Scaffold the validating webhook (refuses invalid creates and updates).
-    #[arg(long)]
+    #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false)]
     pub programmatic_validation: bool,
     /// Scaffold the conversion webhook: `--version` is the hub, `--spoke` the versions converting to it.
-    #[arg(long)]
+    #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false)]
     pub conversion: bool,
     /// The versions that convert to and from the hub, comma-separated (with `--conversion`).
     #[arg(long, value_name = "VERSION,...", value_delimiter = ',')]
@@ -61,13 +62,25 @@ pub struct Args {
     #[command(flatten)]
     pub external: super::ExternalApi,
     /// Scaffold the webhook again even if it exists (its files are overwritten).
-    #[arg(long)]
+    #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false)]
     pub force: bool,
+    /// The API's plural, as Kubebuilder takes it here too; it must be the one the API has (PROJECT),
+    /// which the webhook uses anyway.
+    #[arg(long)]
+    pub plural: Option<Plural>,
+    /// Plugin keys: the layout's (`go/v4`, `go.kubebuilder.io/v4`, `kustomize/v2`) change nothing.
+    #[arg(long, value_name = "PLUGIN,...")]
+    pub plugins: Option<String>,
+    #[command(flatten)]
+    pub go: super::GoToolchain,
     #[command(flatten)]
     pub project: super::ProjectDir,
 }
 
 pub fn run(args: Args) -> Result<()> {
+    if let Some(chain) = args.plugins.as_deref() {
+        super::plugin_keys::parse(chain, "create webhook", &[])?;
+    }
     let options = WebhookOptions {
         group: args.group,
         version: args.version,
@@ -80,6 +93,7 @@ pub fn run(args: Args) -> Result<()> {
         validation_path: args.validation_path,
         external: args.external.options(),
         force: args.force,
+        plural: args.plural,
     };
     let plan = crate::plugins::webhook::create_webhook(&args.project.dir, &options)?;
     shell::written(plan.apply()?);

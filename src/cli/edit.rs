@@ -3,6 +3,7 @@
 use anyhow::{Result, bail};
 use clap::ArgAction;
 
+use super::plugin_keys::{self, Plugin};
 use crate::plugins::multigroup::{self, Edit};
 use crate::plugins::namespaced;
 use crate::plugins::{autoupdate, grafana, helm};
@@ -85,13 +86,22 @@ pub fn run(args: Args) -> Result<()> {
             "one edit at a time: `{first}` and `{second}` were both given\nhelp: run `rustbuilder edit` once for each"
         );
     }
-    let plugin = args.plugins.as_deref().map(Plugin::parse).transpose()?;
+    let allowed = [Plugin::Helm, Plugin::Grafana, Plugin::Autoupdate];
+    let plugins = match args.plugins.as_deref() {
+        Some(chain) => plugin_keys::parse(chain, "edit", &allowed)?,
+        None => Vec::new(),
+    };
+    if args.plugins.is_some() && plugins.is_empty() {
+        bail!(
+            "nothing to edit: `--plugins` names only the layout, which the project has\nhelp: e.g. `rustbuilder edit --plugins helm/v2-alpha`"
+        );
+    }
     for (flag, set) in [
         ("--force", args.force),
         ("--manifests", args.manifests.is_some()),
         ("--output-dir", args.output_dir.is_some()),
     ] {
-        if set && plugin != Some(Plugin::Helm) {
+        if set && !plugins.contains(&Plugin::Helm) {
             bail!(
                 "`{flag}` belongs to `--plugins helm/v2-alpha`\nhelp: e.g. `rustbuilder edit --plugins helm/v2-alpha {flag}{}`",
                 match flag {
@@ -102,19 +112,17 @@ pub fn run(args: Args) -> Result<()> {
             );
         }
     }
-    match plugin {
-        Some(Plugin::Helm) => {
-            let options = helm::Options {
-                force: args.force,
-                manifests: args.manifests,
-                output: args.output_dir,
-                replay: false,
-            };
-            return edit_helm(&args.project.dir, &options);
+    if !plugins.is_empty() {
+        let options = helm::Options {
+            force: args.force,
+            manifests: args.manifests,
+            output: args.output_dir,
+            replay: false,
+        };
+        for plugin in plugins {
+            run_plugin(&args.project.dir, plugin, &options)?;
         }
-        Some(Plugin::Grafana) => return edit_grafana(&args.project.dir),
-        Some(Plugin::Autoupdate) => return edit_autoupdate(&args.project.dir),
-        None => {}
+        return Ok(());
     }
     if let Some(namespaced) = args.namespaced {
         return edit_namespaced(&args.project.dir, namespaced);
@@ -170,31 +178,17 @@ fn edit_namespaced(dir: &std::path::Path, namespaced: bool) -> Result<()> {
     Ok(())
 }
 
-/// The plugins `edit --plugins` runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Plugin {
-    Helm,
-    Grafana,
-    Autoupdate,
-}
-
-impl Plugin {
-    /// Our short name, our PROJECT key, or Kubebuilder's key.
-    fn parse(name: &str) -> Result<Self> {
-        use crate::project::{AUTOUPDATE_PLUGIN, GRAFANA_PLUGIN, HELM_PLUGIN};
-        Ok(match name {
-            helm::NAME | HELM_PLUGIN | "helm.kubebuilder.io/v2-alpha" => Plugin::Helm,
-            grafana::NAME | GRAFANA_PLUGIN | "grafana.kubebuilder.io/v1-alpha" => Plugin::Grafana,
-            autoupdate::NAME | AUTOUPDATE_PLUGIN | "autoupdate.kubebuilder.io/v1-alpha" => {
-                Plugin::Autoupdate
-            }
-            _ => bail!(
-                "unknown plugin `{name}` for `edit`\nhelp: the available plugins are `{}`, `{}` and `{}` (Kubebuilder's keys, e.g. `helm.kubebuilder.io/v2-alpha`, work too)",
-                helm::NAME,
-                grafana::NAME,
-                autoupdate::NAME
-            ),
-        })
+/// Runs `plugin` on the project in `dir` (`options` for Helm's chart).
+pub(super) fn run_plugin(
+    dir: &std::path::Path,
+    plugin: Plugin,
+    options: &helm::Options,
+) -> Result<()> {
+    match plugin {
+        Plugin::Helm => edit_helm(dir, options),
+        Plugin::Grafana => edit_grafana(dir),
+        Plugin::Autoupdate => edit_autoupdate(dir),
+        Plugin::DeployImage => unreachable!("deploy-image runs on `create api`"),
     }
 }
 

@@ -3,6 +3,9 @@
 use std::path::PathBuf;
 
 use anyhow::{Result, bail};
+use clap::ArgAction;
+
+use super::plugin_keys::{self, Plugin};
 
 use crate::model::{Domain, ProjectName};
 use crate::plugins::rust::{self, InitOptions};
@@ -11,8 +14,10 @@ use crate::shell;
 /// Scaffold a new operator project in the current directory (or `--dir`).
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Example:\n  mkdir memcached-operator && cd memcached-operator\n  \
-                        rustbuilder init --domain example.com --owner \"The Memcached Authors\""
+    after_help = "Examples:\n  mkdir memcached-operator && cd memcached-operator\n  \
+                        rustbuilder init --domain example.com --owner \"The Memcached Authors\"\n  \
+                        # Kubebuilder's form works as it is\n  \
+                        rustbuilder init --plugins go/v4 --domain example.com --project-version 3"
 )]
 pub struct Args {
     /// Domain of the API groups: groups are `<group>.<domain>`.
@@ -31,12 +36,28 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = License::Apache2)]
     pub license: License,
     /// Lay the project out for several API groups: `src/api/<group>/<version>/`, `src/controller/<group>/`.
-    #[arg(long)]
+    #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false)]
     pub multigroup: bool,
     /// A namespace-scoped manager: it watches only its own namespace (`WATCH_NAMESPACE`), with a Role and
     /// RoleBinding there instead of cluster-wide ones.
-    #[arg(long)]
+    #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false)]
     pub namespaced: bool,
+    /// Kubebuilder's plugin keys, comma-separated: the layout (`go/v4`, also written
+    /// `go.kubebuilder.io/v4`, `base.go.kubebuilder.io/v4`, `kustomize/v2`) is the one rustbuilder
+    /// scaffolds, and changes nothing; `grafana/v1-alpha` and `autoupdate/v1-alpha` run on the new
+    /// project, as `rustbuilder edit --plugins` would.
+    #[arg(long, value_name = "PLUGIN,...")]
+    pub plugins: Option<String>,
+    /// The PROJECT file's version: `3`, the only one Kubebuilder v4 writes.
+    #[arg(long, value_name = "VERSION")]
+    pub project_version: Option<String>,
+    /// Kubebuilder: `go get` the dependencies. Cargo fetches them at the first build: accepted, no
+    /// effect.
+    #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = true, hide_default_value = true)]
+    pub fetch_deps: bool,
+    /// Kubebuilder: skip checking the Go version. There is no Go here: accepted, no effect.
+    #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false)]
+    pub skip_go_version_check: bool,
     /// Where the project gets rustbuilder's runtime crates; recorded in PROJECT.
     #[arg(long, value_enum, value_name = "SOURCE", default_value_t = RuntimeSource::Vendored)]
     pub runtime_source: RuntimeSource,
@@ -90,6 +111,17 @@ pub fn run(args: Args) -> Result<()> {
             "invalid repo `{repo}`: it looks like another flag\nhelp: give the repository URL, e.g. `--repo https://github.com/example/memcached-operator`"
         );
     }
+    if let Some(version) = &args.project_version
+        && version != "3"
+    {
+        bail!(
+            "unsupported `--project-version {version}`\nhelp: rustbuilder writes PROJECT version 3, as Kubebuilder v4 does: `--project-version 3`, or leave it out"
+        );
+    }
+    let plugins = match args.plugins.as_deref() {
+        Some(chain) => plugin_keys::parse(chain, "init", &[Plugin::Grafana, Plugin::Autoupdate])?,
+        None => Vec::new(),
+    };
     let project_name = match args.project_name {
         Some(name) => name,
         None => default_project_name(&args.dir)?,
@@ -106,6 +138,9 @@ pub fn run(args: Args) -> Result<()> {
     };
     let plan = crate::plugins::rust::init(&args.dir, &options)?;
     shell::written(plan.apply()?);
+    for plugin in plugins {
+        super::edit::run_plugin(&args.dir, plugin, &Default::default())?;
+    }
     shell::note(
         "Next",
         "define a resource with:\n$ rustbuilder create api --group <group> --version v1alpha1 --kind <Kind>",

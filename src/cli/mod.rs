@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use clap::{Parser, Subcommand};
+use clap::{ArgAction, Parser, Subcommand};
 
 pub mod alpha;
 pub mod create_api;
@@ -12,6 +12,7 @@ pub mod edit;
 pub mod envtest;
 pub mod init;
 pub mod manifests;
+pub mod plugin_keys;
 
 /// Scaffold Kubernetes operators in Rust, the Kubebuilder way.
 #[derive(Debug, Parser)]
@@ -92,6 +93,17 @@ impl ExternalApi {
                 module: self.external_api_module,
             })
     }
+}
+
+/// Kubebuilder's flags of what Go's toolchain does after a scaffold (`go get`, `go mod tidy`, `make
+/// generate`). Cargo resolves and builds on its own, and Rust has no generated deep-copy code, so
+/// they change nothing here: accepted (with Kubebuilder's `--flag=true|false` forms) so that its
+/// scripts run unchanged.
+#[derive(Debug, Clone, clap::Args)]
+pub struct GoToolchain {
+    /// Kubebuilder: run `make generate` afterwards. Nothing to generate in Rust: accepted, no effect.
+    #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", hide_default_value = true, default_value_t = true)]
+    pub make: bool,
 }
 
 /// The `--dir` option shared by commands that work on a project.

@@ -109,6 +109,7 @@ pub fn generate(project: &Project, input: &Path, output: &Path) -> Result<()> {
             // Built-in and external kinds are in PROJECT: their webhooks need no more.
             external: None,
             force: false,
+            plural: None,
         };
         webhook::create_webhook(output, &options)?.apply()?;
     }

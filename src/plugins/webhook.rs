@@ -15,7 +15,7 @@ use serde::Serialize;
 use super::rust::{self, ApiOptions, ExternalOptions, ProjectContext};
 use crate::core_types::{self, CoreType};
 use crate::external::{self, ExternalCrd};
-use crate::model::{Domain, Group, Kind, Version, WebhookPath};
+use crate::model::{Domain, Group, Kind, Plural, Version, WebhookPath};
 use crate::project::{self, Project, Resource, Webhooks};
 use crate::scaffold::{self, Insertion, Plan};
 use crate::versions;
@@ -47,6 +47,8 @@ pub struct WebhookOptions {
     /// generated first, as `create api --resource=false --controller=false` does.
     pub external: Option<ExternalOptions>,
     pub force: bool,
+    /// `--plural`, Kubebuilder's: must be the plural the kind has.
+    pub plural: Option<Plural>,
 }
 
 /// Where the type a webhook is called for comes from.
@@ -212,6 +214,13 @@ pub fn create_webhook(dir: &Path, options: &WebhookOptions) -> Result<Plan> {
         Target::Core(core) => (core.api_group(), core.plural.to_string(), core.namespaced),
         Target::External(crd) => (crd.api_group.clone(), crd.plural.clone(), crd.namespaced),
     };
+    if let Some(given) = &options.plural
+        && given.as_str() != plural
+    {
+        bail!(
+            "`--plural {given}` is not the plural of {kind}, which is `{plural}`\nhelp: drop `--plural` (the webhook uses the kind's plural), or give `--plural {plural}`"
+        );
+    }
     // Built-in kinds are named as on the command line (`core/v1`), others with their full group.
     let gvk = match &target {
         Target::Core(_) => format!("`{group}/{version}, Kind={kind}`"),
