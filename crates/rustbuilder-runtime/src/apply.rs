@@ -276,6 +276,10 @@ pub fn contains(actual: &Value, wanted: &Value) -> bool {
 /// With the field manager's entry of `metadata.managedFields` (its `fieldsV1`), the list types of the
 /// lists it owns come from there, and a field it owns that `wanted` no longer has makes the objects
 /// differ: an apply removes it (releases it, if someone else owns it too).
+///
+/// Values the API server normalises compare equal: the quantities of a resource list (`limits`,
+/// `requests`, ...) by amount (`1000m` is `1`), and an empty list or map the field manager owns that
+/// the server stored as absent.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Comparison<'a> {
     /// The `fieldsV1` tree of the fields the field manager owns, if known.
@@ -331,9 +335,20 @@ impl<'a> Comparison<'a> {
 fn holds(actual: &Value, wanted: &Value, field: Option<&str>, owned: Option<&Value>) -> bool {
     match (actual, wanted) {
         (Value::Object(actual), Value::Object(wanted)) => {
-            wanted.iter().all(|(key, w)| match actual.get(key) {
-                Some(a) => holds(a, w, Some(key), owned_field(owned, key)),
-                None => w.is_null(),
+            let quantities = field.is_some_and(|f| RESOURCE_LISTS.contains(&f));
+            wanted.iter().all(|(key, w)| {
+                let owned_here = owned_field(owned, key);
+                match actual.get(key) {
+                    // The API server writes quantities in their canonical form (`1000m` as `1`).
+                    Some(Value::String(a)) if quantities => match w {
+                        Value::String(w) => a == w || same_quantity(a, w),
+                        _ => false,
+                    },
+                    Some(a) => holds(a, w, Some(key), owned_here),
+                    // An empty list or map the field manager applied reads back absent (the API
+                    // server leaves empty collections of built-in kinds out).
+                    None => w.is_null() || (is_empty_collection(w) && owned_here.is_some()),
+                }
             })
         }
         (Value::Array(actual), Value::Array(wanted)) => {
@@ -361,6 +376,113 @@ fn holds(actual: &Value, wanted: &Value, field: Option<&str>, owned: Option<&Val
         }
         _ => actual == wanted,
     }
+}
+
+/// The fields of Kubernetes kinds whose values are quantities by resource name (`ResourceList`).
+const RESOURCE_LISTS: &[&str] = &[
+    "limits",
+    "requests",
+    "capacity",
+    "allocatable",
+    "hard",
+    "used",
+    "overhead",
+];
+
+fn is_empty_collection(value: &Value) -> bool {
+    match value {
+        Value::Array(items) => items.is_empty(),
+        Value::Object(fields) => fields.is_empty(),
+        _ => false,
+    }
+}
+
+/// Whether two quantities (`1000m`, `1`, `1Gi`, `1024Mi`, `1e3`) are the same amount. Text that is
+/// not a quantity, or too large to compare exactly, is never the same as another text.
+fn same_quantity(a: &str, b: &str) -> bool {
+    match (quantity(a), quantity(b)) {
+        (Some(a), Some(b)) => a.same_as(&b),
+        _ => false,
+    }
+}
+
+/// `digits × 10^exponent × 2^binary`, exactly.
+#[derive(Debug)]
+struct Amount {
+    digits: i128,
+    exponent: i32,
+    binary: u32,
+}
+
+impl Amount {
+    fn same_as(&self, other: &Amount) -> bool {
+        // Bring both to the smaller decimal exponent and the smaller power of two, then compare.
+        let scale = |amount: &Amount, exponent: i32, binary: u32| -> Option<i128> {
+            let tens = 10i128.checked_pow(u32::try_from(amount.exponent - exponent).ok()?)?;
+            let twos = 2i128.checked_pow(amount.binary - binary)?;
+            amount.digits.checked_mul(tens)?.checked_mul(twos)
+        };
+        let exponent = self.exponent.min(other.exponent);
+        let binary = self.binary.min(other.binary);
+        match (
+            scale(self, exponent, binary),
+            scale(other, exponent, binary),
+        ) {
+            (Some(a), Some(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+/// A Kubernetes quantity: a decimal number, then a binary suffix (`Ki` … `Ei`), a decimal one
+/// (`n`, `u`, `m`, `k`, `M` … `E`) or an exponent (`e3`, `E-2`).
+fn quantity(text: &str) -> Option<Amount> {
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
+        .unwrap_or(text.len());
+    let (number, suffix) = text.split_at(split);
+    let (sign, number) = match number.strip_prefix('-') {
+        Some(rest) => (-1, rest),
+        None => (1, number.strip_prefix('+').unwrap_or(number)),
+    };
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    if whole.is_empty() && fraction.is_empty()
+        || !whole
+            .chars()
+            .chain(fraction.chars())
+            .all(|c| c.is_ascii_digit())
+    {
+        return None;
+    }
+    let digits: i128 = format!("{whole}{fraction}").parse().ok()?;
+    let fraction_len = i32::try_from(fraction.len()).ok()?;
+    let (exponent, binary) = match suffix {
+        "" => (0, 0),
+        "Ki" => (0, 10),
+        "Mi" => (0, 20),
+        "Gi" => (0, 30),
+        "Ti" => (0, 40),
+        "Pi" => (0, 50),
+        "Ei" => (0, 60),
+        "n" => (-9, 0),
+        "u" => (-6, 0),
+        "m" => (-3, 0),
+        "k" => (3, 0),
+        "M" => (6, 0),
+        "G" => (9, 0),
+        "T" => (12, 0),
+        "P" => (15, 0),
+        "E" => (18, 0),
+        exponent => {
+            let exponent = exponent.strip_prefix(['e', 'E'])?;
+            (exponent.parse::<i32>().ok()?, 0)
+        }
+    };
+    Some(Amount {
+        digits: sign * digits,
+        exponent: exponent - fraction_len,
+        binary,
+    })
 }
 
 /// The managed-fields tree of field `key` of an object whose tree is `owned`.
@@ -505,6 +627,33 @@ mod tests {
             ),
             "not refused as the client's own validation: {refused:?}"
         );
+    }
+
+    #[test]
+    fn quantities_compare_by_amount() {
+        for (a, b) in [
+            ("1", "1000m"),
+            ("500m", "0.5"),
+            ("1Gi", "1024Mi"),
+            ("1k", "1e3"),
+            ("129000000", "129e6"),
+            ("129M", "0.129G"),
+        ] {
+            assert!(same_quantity(a, b), "{a} = {b}");
+        }
+        for (a, b) in [("1", "1001m"), ("1G", "1Gi"), ("1", "one"), ("", "0")] {
+            assert!(!same_quantity(a, b), "{a} != {b}");
+        }
+        let actual = json!({"resources": {"limits": {"cpu": "1", "memory": "1Gi"}}});
+        let wanted = json!({"resources": {"limits": {"cpu": "1000m", "memory": "1024Mi"}}});
+        assert!(contains(&actual, &wanted));
+        let more = json!({"resources": {"limits": {"cpu": "2"}}});
+        assert!(!contains(&actual, &more));
+        // Only in resource lists: elsewhere text is text.
+        assert!(!contains(
+            &json!({"data": {"cpu": "1"}}),
+            &json!({"data": {"cpu": "1000m"}})
+        ));
     }
 
     #[test]

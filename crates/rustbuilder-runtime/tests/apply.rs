@@ -284,3 +284,50 @@ async fn a_label_no_longer_set_is_removed_through_the_cache() {
     assert_eq!(writes(&client).await, before);
     manager.shutdown();
 }
+
+/// What the API server normalises is no difference: quantities written in another form (`1000m`
+/// reads back as `1`, `1024Mi` as `1Gi`, `0.5` as `500m`) and empty lists (left out when stored).
+/// The converged object costs no write.
+#[tokio::test]
+async fn values_the_api_server_normalises_cost_no_write() {
+    let env = TestEnv::builder().start().await;
+    let client = env.client();
+    let api: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let mut desired = serde_json::to_value(pod_spec_deployment("normal", json!({}))).unwrap();
+    let container = &mut desired["spec"]["template"]["spec"]["containers"][0];
+    container["resources"] = json!({
+        "limits": { "cpu": "1000m", "memory": "1024Mi" },
+        "requests": { "cpu": "0.5" },
+    });
+    container["envFrom"] = json!([]);
+    let desired: Deployment = serde_json::from_value(desired).unwrap();
+    apply::apply(&api, None, &desired, MANAGER).await.unwrap();
+
+    let stored = api.get("normal").await.unwrap();
+    let stored_container = &pod_spec(&stored)["containers"][0];
+    assert_eq!(stored_container["resources"]["limits"]["cpu"], "1");
+    assert_eq!(stored_container["resources"]["limits"]["memory"], "1Gi");
+    assert_eq!(stored_container["resources"]["requests"]["cpu"], "500m");
+    assert!(
+        stored_container.get("envFrom").is_none(),
+        "{stored_container}"
+    );
+    let before = writes(&client).await;
+    let again = apply::apply(&api, Some(&stored), &desired, MANAGER)
+        .await
+        .unwrap();
+    assert!(!again.is_changed());
+    assert_eq!(
+        writes(&client).await,
+        before,
+        "the normalised object was written again"
+    );
+
+    // A quantity that is really different is still a difference.
+    let mut larger = serde_json::to_value(&desired).unwrap();
+    larger["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] =
+        json!("1500m");
+    let larger: Deployment = serde_json::from_value(larger).unwrap();
+    let (changed, sent) = take_back(&client, &larger).await;
+    assert!(changed && sent == 1, "changed {changed}, {sent} applies");
+}
