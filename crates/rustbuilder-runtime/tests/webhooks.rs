@@ -700,3 +700,57 @@ async fn the_server_presents_a_replaced_certificate() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
+
+/// Kubebuilder's `ENABLE_WEBHOOKS=false` (here also `--enable-webhooks=false`): a manager whose
+/// webhooks are registered runs without serving them, so it needs no certificate (`make run` on a
+/// workstation). With them on, the missing certificate stops it and the message says both ways out.
+#[tokio::test]
+async fn webhooks_turned_off_need_no_serving_certificate() {
+    let env = TestEnv::start().await;
+    let kubeconfig = env.kubeconfig().display().to_string();
+    let start = async |webhooks: &str| {
+        let args = [
+            "manager",
+            "--kubeconfig",
+            &kubeconfig,
+            "--health-probe-bind-address=0",
+            "--metrics-bind-address=0",
+            "--webhook-cert-path=/nonexistent/serving-certs",
+            webhooks,
+        ];
+        #[derive(clap::Parser)]
+        struct Args {
+            #[command(flatten)]
+            manager: rustbuilder_runtime::manager::ManagerArgs,
+        }
+        let args = <Args as clap::Parser>::try_parse_from(args)
+            .unwrap()
+            .manager;
+        let manager = Manager::builder("webhooks-off")
+            .external_tracing()
+            .start(args)
+            .await
+            .unwrap();
+        registered(manager.webhooks().clone(), GadgetWebhook::default());
+        manager
+    };
+
+    let on = start("--enable-webhooks=true").await;
+    let refused = on.controllers().run().await.unwrap_err().to_string();
+    assert!(
+        refused.contains("no serving certificate") && refused.contains("ENABLE_WEBHOOKS=false"),
+        "{refused}"
+    );
+
+    let off = start("--enable-webhooks=false").await;
+    let running = tokio::spawn(off.controllers().run());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        !running.is_finished(),
+        "the manager stopped: {:?}",
+        running.await
+    );
+    off.shutdown();
+    let stopped = tokio::time::timeout(Duration::from_secs(10), running).await;
+    assert!(matches!(stopped, Ok(Ok(Ok(())))), "{stopped:?}");
+}

@@ -226,6 +226,13 @@ pub struct ManagerArgs {
     #[arg(long, env = "LEADER_ELECTION_NAMESPACE")]
     pub leader_election_namespace: Option<String>,
 
+    /// Serve the registered webhooks. `--enable-webhooks=false` (`ENABLE_WEBHOOKS=false`, e.g.
+    /// `make run ENABLE_WEBHOOKS=false`) runs the manager without them, as on a workstation with no
+    /// serving certificate: the API server cannot call them then, so install no webhook
+    /// configuration that points at this process.
+    #[arg(long, env = "ENABLE_WEBHOOKS", value_name = "BOOL", action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = true)]
+    pub enable_webhooks: bool,
+
     /// Port of the webhook server (HTTPS, every interface). It only listens when webhooks are
     /// registered.
     #[arg(long, env = "WEBHOOK_PORT", default_value_t = 9443)]
@@ -790,7 +797,7 @@ impl ManagerBuilder {
             identity,
         );
         let inner = Arc::get_mut(&mut manager.inner).expect("not shared yet");
-        inner.webhook_server = Some(webhook_server(&args));
+        inner.webhook_server = webhook_server(&args);
         inner.lease_timing = self.lease_timing;
         if args.sharding {
             // The group is the leader-election id: the same for every replica of this operator.
@@ -926,6 +933,10 @@ impl Controllers {
             Some((address, cert)) if !manager.webhooks().is_empty() => {
                 let webhooks = manager.webhooks().clone();
                 Some(webhook::Server::start(webhooks, address, cert.clone()).await?)
+            }
+            None if !manager.webhooks().is_empty() => {
+                warn!(paths = ?manager.webhooks().paths(), "webhooks are off (--enable-webhooks=false): not serving them");
+                None
             }
             _ => None,
         };
@@ -1146,7 +1157,11 @@ fn init_logging(args: &ManagerArgs) -> Result<(), Error> {
     Ok(())
 }
 
-fn webhook_server(args: &ManagerArgs) -> (BindAddress, tls::CertSource) {
+/// Where and with which certificate to serve the webhooks; `None` when they are turned off.
+fn webhook_server(args: &ManagerArgs) -> Option<(BindAddress, tls::CertSource)> {
+    if !args.enable_webhooks {
+        return None;
+    }
     let address = format!(":{}", args.webhook_port)
         .parse()
         .expect(":PORT is a bind address");
@@ -1154,7 +1169,7 @@ fn webhook_server(args: &ManagerArgs) -> (BindAddress, tls::CertSource) {
         cert: args.webhook_cert_path.join(&args.webhook_cert_name),
         key: args.webhook_cert_path.join(&args.webhook_cert_key),
     };
-    (address, cert)
+    Some((address, cert))
 }
 
 fn metrics_cert(args: &ManagerArgs) -> tls::CertSource {
@@ -1273,7 +1288,7 @@ mod tests {
         assert!(!args.leader_elect);
         assert_eq!(args.log_format, LogFormat::Text);
         assert_eq!(args.webhook_port, 9443);
-        let (address, cert) = webhook_server(&args);
+        let (address, cert) = webhook_server(&args).expect("webhooks are on by default");
         assert_eq!(address.to_string(), ":9443");
         let tls::CertSource::Files { cert, key } = cert else {
             panic!("webhook certificates come from files");
@@ -1301,12 +1316,17 @@ mod tests {
         assert!(args.leader_elect && !args.metrics_secure);
         assert_eq!(args.metrics_bind_address.to_string(), ":8443");
         assert_eq!(args.log_format, LogFormat::Json);
-        let (address, cert) = webhook_server(&args);
+        let (address, cert) = webhook_server(&args).expect("webhooks are on by default");
         assert_eq!(address.to_string(), ":10443");
         assert!(
             matches!(cert, tls::CertSource::Files { cert, .. } if cert.to_str() == Some("/certs/cert.pem"))
         );
         assert!(Args::try_parse_from(["manager", "--metrics-bind-address=8443"]).is_err());
+        // Kubebuilder's switch: off, no server to start (and no certificate needed).
+        let off = Args::try_parse_from(["manager", "--enable-webhooks=false"]).unwrap();
+        assert!(!off.manager.enable_webhooks && webhook_server(&off.manager).is_none());
+        let on = Args::try_parse_from(["manager", "--enable-webhooks"]).unwrap();
+        assert!(webhook_server(&on.manager).is_some());
     }
 
     /// A client for a manager that makes no request (nothing listens on port 1).

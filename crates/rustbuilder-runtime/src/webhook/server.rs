@@ -148,7 +148,8 @@ fn check_files(cert: &CertSource) -> Result<(), Error> {
                  certificate and key there. In a cluster, `make deploy` has cert-manager issue them \
                  into the mounted Secret; elsewhere, point --webhook-cert-path (WEBHOOK_CERT_PATH) at a \
                  directory with tls.crt and tls.key (in tests: rustbuilder_envtest's \
-                 TestEnv::webhook_cert_dir())",
+                 TestEnv::webhook_cert_dir()); or run without the webhooks: ENABLE_WEBHOOKS=false \
+                 (e.g. `make run ENABLE_WEBHOOKS=false`)",
                     file.display()
                 ),
                 source: None,
