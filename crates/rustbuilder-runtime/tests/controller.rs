@@ -169,6 +169,23 @@ async fn start(env: &TestEnv) -> (Manager, Arc<Context>, tokio::task::JoinHandle
     (manager, ctx, running)
 }
 
+/// Runs the Widget controller (owning `configmaps`) of `manager`, which watches its own namespace
+/// or all of them, until the manager shuts down.
+fn run_widgets(
+    manager: &Manager,
+    configmaps: &Owned<ConfigMap>,
+    ctx: Arc<Context>,
+) -> tokio::task::JoinHandle<()> {
+    let controllers = manager.controllers();
+    controllers.add(
+        manager
+            .controller(manager.api::<Widget>(), "widget")
+            .owns(configmaps)
+            .run(reconcile, ctx),
+    );
+    tokio::spawn(async move { controllers.run().await.unwrap() })
+}
+
 fn widget(name: &str, size: i32, fail_times: usize) -> Widget {
     Widget::new(name, WidgetSpec { size, fail_times })
 }
@@ -480,14 +497,7 @@ async fn a_namespaced_manager_needs_only_a_role_in_its_namespace() {
     assert_eq!(manager.watch_namespace(), Some("team-a"));
     let configmaps = manager.owned::<ConfigMap>();
     let ctx = Context::new(&manager, client.clone(), &configmaps);
-    let controllers = manager.controllers();
-    controllers.add(
-        manager
-            .controller(manager.api::<Widget>(), "widget")
-            .owns(&configmaps)
-            .run(reconcile, ctx.clone()),
-    );
-    let running = tokio::spawn(async move { controllers.run().await.unwrap() });
+    let running = run_widgets(&manager, &configmaps, ctx.clone());
     // Ready means every cache listed: possible only with namespaced lists under this Role.
     let ready = async || manager.ready().is_ok();
     assert!(
@@ -572,14 +582,7 @@ async fn no_reconcile_starts_before_every_cache_it_reads_has_listed() {
     let configmaps = manager.owned::<ConfigMap>();
     let ctx = Context::new(&manager, client, &configmaps);
     let widgets = manager.cache::<Widget>();
-    let controllers = manager.controllers();
-    controllers.add(
-        manager
-            .controller(manager.api::<Widget>(), "widget")
-            .owns(&configmaps)
-            .run(reconcile, ctx.clone()),
-    );
-    let running = tokio::spawn(async move { controllers.run().await.unwrap() });
+    let running = run_widgets(&manager, &configmaps, ctx.clone());
 
     let listed = async || widgets.is_synced();
     assert!(
@@ -720,14 +723,7 @@ async fn a_manager_stopped_before_its_caches_sync_stops_at_once() {
     let manager = Manager::new(MANAGER, client.clone());
     let configmaps = manager.owned::<ConfigMap>();
     let ctx = Context::new(&manager, client, &configmaps);
-    let controllers = manager.controllers();
-    controllers.add(
-        manager
-            .controller(manager.api::<Widget>(), "widget")
-            .owns(&configmaps)
-            .run(reconcile, ctx),
-    );
-    let running = tokio::spawn(async move { controllers.run().await.unwrap() });
+    let running = run_widgets(&manager, &configmaps, ctx);
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(manager.ready().is_err(), "ready without any list allowed");
 
