@@ -6,11 +6,13 @@
 //! field manager owns from whoever changed them, and leaving fields set by others alone. [`status`]
 //! does the same for the `status` subresource.
 //!
-//! "Would change nothing" is decided as the API server merges ([`Comparison`]): lists by their list
-//! type (an atomic list such as `tolerations` with a foreign item, or a map list such as `env` in
-//! another order, is a difference), and, when the current object carries this field manager's
-//! `managedFields` entry (the [`owned`](crate::owned) cache keeps it), a field it set before and no
-//! longer sets is a difference too: the apply removes it.
+//! "Would change nothing" is decided as the API server merges ([`Comparison`]), by the kind's
+//! [`schema`](crate::schema) as the API server publishes it: lists by their list type (an atomic
+//! list such as `tolerations` with a foreign item, or a map list such as `env` in another order, is a
+//! difference), atomic maps and structs (`nodeSelector`, a `LabelSelector`) whole, and, when the
+//! current object carries this field manager's `managedFields` entry (the caches keep it), a field
+//! it set before and no longer sets is a difference too: the apply removes it. [`status`] compares
+//! the same way, with the entry of the `status` subresource.
 //!
 //! In a replica of a sharded operator (a [`shard`](crate::shard) member), an object with a controller
 //! owner is applied with the owner's bucket label ([`BUCKET_LABEL`](crate::shard::BUCKET_LABEL)), by
@@ -39,6 +41,7 @@
 //! ```
 
 use std::fmt::Debug;
+use std::sync::Arc;
 
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
@@ -47,6 +50,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tracing::debug;
 
+use crate::schema::{self, Schema, Shape};
 use crate::shard::bucket;
 
 /// What [`apply`] did.
@@ -107,11 +111,23 @@ where
     if let Some(current) = current {
         let actual = actual_value(current)?;
         let wanted = serde_json::to_value(desired).map_err(kube::Error::SerdeError)?;
-        if Comparison::of(&actual, field_manager).contains(&actual, &wanted) {
+        let schema = schema_of(api, &wanted).await;
+        let comparison = Comparison::of(&actual, field_manager);
+        if comparison
+            .under(schema.as_deref())
+            .contains(&actual, &wanted)
+        {
             return Ok(Applied::Unchanged(current.clone()));
         }
     }
     write(api, &name, current, desired, field_manager).await
+}
+
+/// The published schema of the kind `wanted` names (its `apiVersion` and `kind`).
+async fn schema_of<K: Clone>(api: &Api<K>, wanted: &Value) -> Option<Arc<Schema>> {
+    let api_version = wanted.get("apiVersion")?.as_str()?;
+    let kind = wanted.get("kind")?.as_str()?;
+    schema::for_kind(&kube::Client::from(api.clone()), api_version, kind).await
 }
 
 /// `current` as JSON, with a `fieldsV1` that a [`Cache`](crate::cache::Cache) keeps as its JSON
@@ -177,7 +193,8 @@ where
     let desired = &*bucket::labelled(desired);
     let mut actual = actual_value(current)?;
     let wanted = serde_json::to_value(desired).map_err(kube::Error::SerdeError)?;
-    let comparison = Comparison::of(&actual, field_manager);
+    let schema = schema_of(api, &wanted).await;
+    let comparison = Comparison::of(&actual, field_manager).under(schema.as_deref());
     if comparison.contains(&actual, &wanted) {
         return Ok(Applied::Unchanged(current.clone()));
     }
@@ -226,8 +243,21 @@ where
     S: Serialize,
 {
     let wanted = serde_json::to_value(status).map_err(kube::Error::SerdeError)?;
-    let actual = serde_json::to_value(object).map_err(kube::Error::SerdeError)?;
-    if actual.get("status").is_some_and(|s| contains(s, &wanted)) {
+    let actual = actual_value(object)?;
+    let schema = schema::for_kind(
+        &kube::Client::from(api.clone()),
+        &K::api_version(&()),
+        &K::kind(&()),
+    )
+    .await;
+    let mut comparison = Comparison::of_status(&actual, field_manager);
+    if let Some(shape) = schema.as_deref().and_then(|s| s.root().field("status")) {
+        comparison = comparison.with_schema(shape);
+    }
+    if actual
+        .get("status")
+        .is_some_and(|s| comparison.contains(s, &wanted))
+    {
         return Ok(false);
     }
     let Some(name) = object.meta().name.clone() else {
@@ -249,13 +279,12 @@ where
 
 /// Whether `actual` holds everything in `wanted`, compared as server-side apply merges: objects
 /// field by field (extra fields in `actual` are fine: set by others or defaulted), scalars exactly,
-/// and lists by their list type (see [`Comparison`]), known by field name for the lists of the
+/// and lists by their list type (see [`Comparison`]), known here by field name for the lists of the
 /// Kubernetes workload kinds. `null` in `wanted` matches a missing field.
 ///
-/// A list of a type it does not know is atomic, as a custom resource's lists are unless their schema
-/// says otherwise: `actual` must hold as many items, in the same order, each holding its `wanted`
-/// item. Use [`Comparison::of`] with the field manager's `managedFields` entry to learn every list's
-/// type from the API server instead.
+/// A list of a type it does not know is atomic: `actual` must hold as many items, in the same order,
+/// each holding its `wanted` item. [`Comparison::with_schema`] knows every list's and map's type
+/// from the kind's published [`Schema`] instead, as [`apply`] does.
 pub fn contains(actual: &Value, wanted: &Value) -> bool {
     Comparison::default().contains(actual, wanted)
 }
@@ -263,7 +292,9 @@ pub fn contains(actual: &Value, wanted: &Value) -> bool {
 /// A comparison of a live object with the object a field manager applies, that knows what an apply
 /// would change: the list types, and the fields this field manager owns.
 ///
-/// The list types follow the API server's (`x-kubernetes-list-type`):
+/// The list types follow the API server's (`x-kubernetes-list-type`), from the kind's [`Schema`]
+/// when it is given ([`with_schema`](Comparison::with_schema)), else from the managed-fields entry
+/// and the field's name:
 ///
 /// - **atomic** (e.g. a Deployment's `tolerations`, a container's `args`): an apply replaces the whole
 ///   list, so `actual` must hold exactly as many items in the same order, each holding its `wanted`
@@ -273,9 +304,13 @@ pub fn contains(actual: &Value, wanted: &Value) -> bool {
 ///   wanted ones must come in the wanted order, since an apply puts them back in that order;
 /// - **set** (e.g. `metadata.finalizers`): the wanted values, in the wanted order, among others.
 ///
+/// With the schema, a map or struct marked atomic (`x-kubernetes-map-type`: a `nodeSelector`, a
+/// `LabelSelector`) and an atomic list must be `wanted` exactly (besides fields at the default the
+/// schema declares), and a map list's key that `wanted` leaves out counts at its declared default.
+///
 /// With the field manager's entry of `metadata.managedFields` (its `fieldsV1`), the list types of the
-/// lists it owns come from there, and a field it owns that `wanted` no longer has makes the objects
-/// differ: an apply removes it (releases it, if someone else owns it too).
+/// lists it owns come from there when there is no schema, and a field it owns that `wanted` no longer
+/// has makes the objects differ: an apply removes it (releases it, if someone else owns it too).
 ///
 /// Values the API server normalises compare equal: the quantities of a resource list (`limits`,
 /// `requests`, ...) by amount (`1000m` is `1`), and an empty list or map the field manager owns that
@@ -284,6 +319,8 @@ pub fn contains(actual: &Value, wanted: &Value) -> bool {
 pub struct Comparison<'a> {
     /// The `fieldsV1` tree of the fields the field manager owns, if known.
     owned: Option<&'a Value>,
+    /// The compared value's shape in the kind's published schema, if known.
+    schema: Option<Shape<'a>>,
 }
 
 /// How an apply merges a list.
@@ -297,7 +334,10 @@ enum ListType<'a> {
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Keys<'a> {
+    /// Known by the list's field name.
     Known(&'static [&'static str]),
+    /// From the kind's published schema.
+    Published(&'a [Box<str>]),
     /// The `k:{...}` entry of a managed-fields tree: its JSON object's field names are the keys.
     Owned(&'a str),
 }
@@ -307,72 +347,204 @@ impl<'a> Comparison<'a> {
     /// (its entry for applies to the object itself, not to a subresource). Without such an entry it
     /// is [`contains`]'s.
     pub fn of(object: &'a Value, field_manager: &str) -> Self {
-        let entries = object
-            .pointer("/metadata/managedFields")
-            .and_then(Value::as_array);
-        let ours = entries.into_iter().flatten().find(|entry| {
-            entry["manager"] == field_manager
-                && entry["operation"] == "Apply"
-                && entry
-                    .get("subresource")
-                    .is_none_or(|s| s.is_null() || s == "")
-        });
         Comparison {
-            owned: ours.and_then(|entry| entry.get("fieldsV1")),
+            owned: own_entry(object, field_manager, "").and_then(|entry| entry.get("fieldsV1")),
+            schema: None,
+        }
+    }
+
+    /// A comparison of `object`'s `status` that knows which of its fields `field_manager` owns,
+    /// from its entry for applies to the `status` subresource.
+    pub fn of_status(object: &'a Value, field_manager: &str) -> Self {
+        let entry = own_entry(object, field_manager, "status");
+        Comparison {
+            owned: entry.and_then(|entry| entry.pointer("/fieldsV1/f:status")),
+            schema: None,
+        }
+    }
+
+    /// The same comparison, with the merge types of `schema`'s kind when there is one.
+    fn under(self, schema: Option<&'a Schema>) -> Self {
+        match schema {
+            Some(schema) => self.with_schema(schema.root()),
+            None => self,
+        }
+    }
+
+    /// The same comparison, with the merge types of `shape` (the compared value's, in the kind's
+    /// [`Schema`]) instead of the types known by field name.
+    pub fn with_schema(self, shape: Shape<'a>) -> Self {
+        Comparison {
+            schema: Some(shape),
+            ..self
         }
     }
 
     /// Whether an apply of `wanted` would leave `actual` as it is: `actual` holds every field of
     /// `wanted` where an apply puts it, and `wanted` still has every field the field manager owns.
     pub fn contains(&self, actual: &Value, wanted: &Value) -> bool {
-        holds(actual, wanted, None, self.owned)
+        let types = match self.schema {
+            Some(shape) => Types::Schema(Some(shape)),
+            None => Types::Named(None),
+        };
+        holds(actual, wanted, types, self.owned)
             && self.owned.is_none_or(|owned| !releases(owned, wanted))
     }
 }
 
-/// Whether `actual` holds `wanted`; `field` is the name of the field they are the value of, `owned`
-/// the managed-fields tree of that value.
-fn holds(actual: &Value, wanted: &Value, field: Option<&str>, owned: Option<&Value>) -> bool {
+/// `field_manager`'s entry of `object`'s managed fields for its applies to `subresource` (`""`:
+/// the object itself).
+fn own_entry<'v>(object: &'v Value, field_manager: &str, subresource: &str) -> Option<&'v Value> {
+    let entries = object
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array);
+    entries.into_iter().flatten().find(|entry| {
+        entry["manager"] == field_manager
+            && entry["operation"] == "Apply"
+            && entry
+                .get("subresource")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                == subresource
+    })
+}
+
+/// What is known of the merge type of a value: its shape in the kind's published schema (`None`
+/// below a field the schema does not describe), or, with no schema, the name of its field.
+#[derive(Clone, Copy, Debug)]
+enum Types<'s, 'f> {
+    Schema(Option<Shape<'s>>),
+    Named(Option<&'f str>),
+}
+
+impl<'s, 'f> Types<'s, 'f> {
+    fn field(self, key: &'f str) -> Self {
+        match self {
+            Types::Schema(shape) => Types::Schema(shape.and_then(|s| s.field(key))),
+            Types::Named(_) => Types::Named(Some(key)),
+        }
+    }
+
+    fn items(self) -> Self {
+        match self {
+            Types::Schema(shape) => Types::Schema(shape.and_then(|s| s.items())),
+            Types::Named(_) => Types::Named(None),
+        }
+    }
+
+    /// Whether the value of field `key` is a quantity.
+    fn is_quantity(self, key: &str) -> bool {
+        match self {
+            Types::Schema(shape) => shape
+                .and_then(|s| s.field(key))
+                .is_some_and(|s| s.is_quantity()),
+            Types::Named(field) => field.is_some_and(|f| RESOURCE_LISTS.contains(&f)),
+        }
+    }
+
+    fn shape(self) -> Option<Shape<'s>> {
+        match self {
+            Types::Schema(shape) => shape,
+            Types::Named(_) => None,
+        }
+    }
+
+    /// Whether an apply replaces this map or struct whole.
+    fn is_atomic(self) -> bool {
+        matches!(self, Types::Schema(Some(shape)) if shape.is_atomic())
+    }
+}
+
+/// Whether `actual` holds `wanted`; `types` what is known of their merge type, `owned` the
+/// managed-fields tree of that value.
+fn holds(actual: &Value, wanted: &Value, types: Types<'_, '_>, owned: Option<&Value>) -> bool {
+    match (actual, wanted) {
+        // An apply replaces an atomic value (a `nodeSelector`, a `LabelSelector`) with `wanted`.
+        (Value::Object(_), _) if types.is_atomic() => same_whole(actual, wanted, types.shape()),
+        (Value::Object(actual), Value::Object(wanted)) => wanted.iter().all(|(key, w)| {
+            let owned_here = owned_field(owned, key);
+            match actual.get(key) {
+                // The API server writes quantities in their canonical form (`1000m` as `1`).
+                Some(Value::String(a)) if types.is_quantity(key) => match w {
+                    Value::String(w) => a == w || same_quantity(a, w),
+                    _ => false,
+                },
+                Some(a) => holds(a, w, types.field(key), owned_here),
+                // An empty list or map the field manager applied reads back absent (the API
+                // server leaves empty collections of built-in kinds out).
+                None => w.is_null() || (is_empty_collection(w) && owned_here.is_some()),
+            }
+        }),
+        (Value::Array(items), Value::Array(wanted_items)) => {
+            list_holds(actual, wanted, items, wanted_items, types, owned)
+        }
+        _ => actual == wanted,
+    }
+}
+
+/// [`holds`] for lists: `actual` and `wanted` are the lists `items` and `wanted_items`.
+fn list_holds(
+    actual: &Value,
+    wanted: &Value,
+    items: &[Value],
+    wanted_items: &[Value],
+    types: Types<'_, '_>,
+    owned: Option<&Value>,
+) -> bool {
+    match list_type(types, wanted_items, owned) {
+        // An apply replaces an atomic list whole: with the schema, it must be `wanted` exactly.
+        ListType::Atomic if matches!(types, Types::Schema(_)) => {
+            same_whole(actual, wanted, types.shape())
+        }
+        // Without one, items may hold more than wanted (fields the API server defaults).
+        ListType::Atomic => {
+            items.len() == wanted_items.len()
+                && items
+                    .iter()
+                    .zip(wanted_items)
+                    .all(|(a, w)| holds(a, w, types.items(), None))
+        }
+        // In order, others' values in between.
+        ListType::Set => {
+            let mut rest = items.iter();
+            wanted_items.iter().all(|w| rest.any(|a| a == w))
+        }
+        ListType::Map(keys) => {
+            let item_types = types.items();
+            let mut rest = items.iter();
+            wanted_items.iter().all(|w| {
+                let item = owned.and_then(|owned| owned_item(owned, w));
+                rest.any(|a| same_keys(a, w, keys, item_types) && holds(a, w, item_types, item))
+            })
+        }
+    }
+}
+
+/// Whether an atomic value `actual` is `wanted`, as an apply that replaces it leaves it: the same
+/// fields and items, where `actual` may hold besides only fields at the default the schema declares.
+fn same_whole(actual: &Value, wanted: &Value, shape: Option<Shape<'_>>) -> bool {
     match (actual, wanted) {
         (Value::Object(actual), Value::Object(wanted)) => {
-            let quantities = field.is_some_and(|f| RESOURCE_LISTS.contains(&f));
-            wanted.iter().all(|(key, w)| {
-                let owned_here = owned_field(owned, key);
-                match actual.get(key) {
-                    // The API server writes quantities in their canonical form (`1000m` as `1`).
-                    Some(Value::String(a)) if quantities => match w {
-                        Value::String(w) => a == w || same_quantity(a, w),
-                        _ => false,
-                    },
-                    Some(a) => holds(a, w, Some(key), owned_here),
-                    // An empty list or map the field manager applied reads back absent (the API
-                    // server leaves empty collections of built-in kinds out).
-                    None => w.is_null() || (is_empty_collection(w) && owned_here.is_some()),
-                }
+            let below = |key: &str| shape.and_then(|s| s.field(key));
+            let held = wanted.iter().all(|(key, w)| match actual.get(key) {
+                Some(a) => same_whole(a, w, below(key)),
+                None => w.is_null(),
+            });
+            held && actual.iter().all(|(key, a)| {
+                wanted.get(key).is_some_and(|w| !w.is_null())
+                    || shape.and_then(|s| s.default_of(key)) == Some(a)
             })
         }
         (Value::Array(actual), Value::Array(wanted)) => {
-            match list_type(field, wanted, owned) {
-                ListType::Atomic => {
-                    actual.len() == wanted.len()
-                        && actual
-                            .iter()
-                            .zip(wanted)
-                            .all(|(a, w)| holds(a, w, None, None))
-                }
-                ListType::Set => {
-                    // In order, others' values in between.
-                    let mut rest = actual.iter();
-                    wanted.iter().all(|w| rest.any(|a| a == w))
-                }
-                ListType::Map(keys) => {
-                    let mut rest = actual.iter();
-                    wanted.iter().all(|w| {
-                        let item = owned.and_then(|owned| owned_item(owned, w));
-                        rest.any(|a| same_keys(a, w, keys) && holds(a, w, None, item))
-                    })
-                }
-            }
+            let items = shape.and_then(|s| s.items());
+            actual.len() == wanted.len()
+                && actual
+                    .iter()
+                    .zip(wanted)
+                    .all(|(a, w)| same_whole(a, w, items))
+        }
+        (Value::String(a), Value::String(w)) if shape.is_some_and(|s| s.is_quantity()) => {
+            a == w || same_quantity(a, w)
         }
         _ => actual == wanted,
     }
@@ -494,9 +666,19 @@ fn owned_field<'v>(owned: Option<&'v Value>, key: &str) -> Option<&'v Value> {
         .map(|(_, tree)| tree)
 }
 
-/// The type of the list `wanted`, the value of `field`: from the managed-fields tree when the field
-/// manager owns the list, else known by field name, else atomic.
-fn list_type<'v>(field: Option<&str>, wanted: &[Value], owned: Option<&'v Value>) -> ListType<'v> {
+/// The type of the list `wanted`: from the schema when there is one, else from the managed-fields
+/// tree when the field manager owns the list, else known by field name, else atomic.
+fn list_type<'v>(types: Types<'v, '_>, wanted: &[Value], owned: Option<&'v Value>) -> ListType<'v> {
+    let field = match types {
+        Types::Schema(shape) => {
+            return match shape.map(|s| s.list_type()) {
+                Some(schema::ListType::Map(keys)) => ListType::Map(Keys::Published(keys)),
+                Some(schema::ListType::Set) => ListType::Set,
+                Some(schema::ListType::Atomic) | None => ListType::Atomic,
+            };
+        }
+        Types::Named(field) => field,
+    };
     if let Some(owned) = owned.and_then(Value::as_object) {
         let mut entries = owned.keys().filter(|k| *k != ".");
         match entries.next() {
@@ -533,12 +715,22 @@ fn list_type<'v>(field: Option<&str>, wanted: &[Value], owned: Option<&'v Value>
     ListType::Map(Keys::Known(keys))
 }
 
-/// Whether item `actual` has the keys of item `wanted`. A key `wanted` leaves out (e.g. a port's
-/// `protocol`, defaulted by the API server) matches any value.
-fn same_keys(actual: &Value, wanted: &Value, keys: Keys<'_>) -> bool {
-    let same = |key: &str| wanted.get(key).is_none_or(|w| actual.get(key) == Some(w));
+/// Whether item `actual` has the keys of item `wanted`. A key `wanted` leaves out has the default
+/// the schema declares (a port's `protocol`, `TCP`); without one it matches any value.
+fn same_keys(actual: &Value, wanted: &Value, keys: Keys<'_>, items: Types<'_, '_>) -> bool {
+    let same = |key: &str| {
+        let default = match items {
+            Types::Schema(Some(item)) => item.default_of(key),
+            _ => None,
+        };
+        wanted
+            .get(key)
+            .or(default)
+            .is_none_or(|w| actual.get(key) == Some(w))
+    };
     match keys {
         Keys::Known(keys) => keys.iter().all(|key| same(key)),
+        Keys::Published(keys) => keys.iter().all(|key| same(key)),
         Keys::Owned(json) => match serde_json::from_str::<Value>(json) {
             Ok(Value::Object(keys)) => keys.keys().all(|key| same(key)),
             _ => false,
@@ -807,6 +999,7 @@ mod tests {
         let owned = json!({"f:items": {"k:{\"id\":1}": {".": {}, "f:id": {}}}, "f:tags": {"v:\"a\"": {}}, "f:whole": {}});
         let comparison = Comparison {
             owned: Some(&owned),
+            ..Comparison::default()
         };
         let actual = json!({"items": [{"id": 2}, {"id": 1, "x": 0}], "tags": ["b", "a"], "whole": [{"id": 1}, {"id": 2}]});
         assert!(comparison.contains(
@@ -821,16 +1014,75 @@ mod tests {
         let taken = json!({"f:containers": {".": {}}});
         let comparison = Comparison {
             owned: Some(&taken),
+            ..Comparison::default()
         };
         let actual = json!({"containers": [{"name": "theirs"}, {"name": "ours"}]});
         assert!(comparison.contains(&actual, &json!({"containers": [{"name": "ours"}]})));
         let whole = json!({"f:containers": {}});
         let comparison = Comparison {
             owned: Some(&whole),
+            ..Comparison::default()
         };
         assert!(!comparison.contains(&actual, &json!({"containers": [{"name": "ours"}]})));
         // Without managed fields, `items` would be atomic.
         assert!(!contains(&actual, &json!({"items": [{"id": 1}]})));
+    }
+
+    #[test]
+    fn with_the_schema_lists_and_maps_compare_by_its_merge_types() {
+        let schema =
+            Schema::from_document(&schema::tests::example_document(), "example.io/v1", "Thing")
+                .unwrap();
+        let typed = Comparison::default().with_schema(schema.root());
+        let spec = |spec: Value| json!({ "spec": spec });
+        // An atomic map: a foreign key is a difference, as the apply removes it.
+        let actual = spec(
+            json!({"selector": {"app": "a", "foreign": "x"}, "labels": {"app": "a", "foreign": "x"}}),
+        );
+        assert!(!typed.contains(&actual, &spec(json!({"selector": {"app": "a"}}))));
+        assert!(typed.contains(
+            &actual,
+            &spec(json!({"selector": {"app": "a", "foreign": "x"}}))
+        ));
+        // A granular map keeps others' keys.
+        assert!(typed.contains(&actual, &spec(json!({"labels": {"app": "a"}}))));
+        // A map list whose key is left out has the key's default: `80/UDP` is not our `80`.
+        let udp = spec(json!({"ports": [{"port": 80, "protocol": "UDP"}]}));
+        assert!(!typed.contains(&udp, &spec(json!({"ports": [{"port": 80}]}))));
+        let tcp = spec(
+            json!({"ports": [{"port": 53, "protocol": "UDP"}, {"port": 80, "protocol": "TCP"}]}),
+        );
+        assert!(typed.contains(&tcp, &spec(json!({"ports": [{"port": 80}]}))));
+        // A list is what the schema says, whatever its name: `ports` of another kind could be
+        // atomic, `args` here is, and no field beside the wanted ones may sit in its items.
+        let args = spec(json!({"args": ["a", "b"]}));
+        assert!(!typed.contains(&args, &spec(json!({"args": ["a"]}))));
+        let tags = spec(json!({"tags": ["theirs", "ours"]}));
+        assert!(typed.contains(&tags, &spec(json!({"tags": ["ours"]}))));
+        // Quantities are known by their type, not their field's name.
+        let limits = spec(json!({"limits": {"cpu": "1"}, "labels": {"cpu": "1"}}));
+        assert!(typed.contains(&limits, &spec(json!({"limits": {"cpu": "1000m"}}))));
+        assert!(!typed.contains(&limits, &spec(json!({"labels": {"cpu": "1000m"}}))));
+    }
+
+    #[test]
+    fn the_status_compares_with_the_status_entry() {
+        let actual = json!({
+            "metadata": {"managedFields": [
+                {"manager": "ours", "operation": "Apply", "fieldsV1": {"f:spec": {"f:size": {}}}},
+                {"manager": "ours", "operation": "Apply", "subresource": "status",
+                 "fieldsV1": {"f:status": {"f:ready": {}, "f:phase": {}}}},
+            ]},
+            "status": {"ready": 1, "phase": "Up"},
+        });
+        let comparison = Comparison::of_status(&actual, "ours");
+        let status = &actual["status"];
+        assert!(comparison.contains(status, &json!({"ready": 1, "phase": "Up"})));
+        assert!(
+            !comparison.contains(status, &json!({"ready": 1})),
+            "a status field no longer set"
+        );
+        assert!(contains(status, &json!({"ready": 1})), "by value alone");
     }
 
     #[test]

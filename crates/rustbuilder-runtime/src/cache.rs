@@ -30,8 +30,8 @@
 //! ```
 //!
 //! Objects are kept as kube decodes them, less their managed fields (a large tree of every field
-//! each writer set): only this manager's own apply entry stays, as JSON text, which
-//! [`apply`](crate::apply) reads to tell what an apply would change.
+//! each writer set): only this manager's own apply entries (the object's and its status') stay, as
+//! JSON text, which [`apply`](crate::apply) reads to tell what an apply would change.
 
 use std::any::{Any, TypeId};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -538,15 +538,18 @@ where
     }
 }
 
-/// Of an object's managed fields, keeps only the entry of `field_manager`'s applies, and that one's
-/// `fieldsV1` as its JSON text: a tree of maps takes as much memory as the rest of a Deployment (about
+/// Of an object's managed fields, keeps only the entries of `field_manager`'s applies (to the object
+/// and to its `status`), and their `fieldsV1` as JSON text: a tree of maps takes as much memory as the rest of a Deployment (about
 /// 11 KB each), its text a tenth of that. [`apply`](crate::apply) reads either.
 fn keep_own_apply_entry<K: Resource>(object: &mut K, field_manager: &str) {
     let fields = object.managed_fields_mut();
     fields.retain(|entry| {
         entry.manager.as_deref() == Some(field_manager)
             && entry.operation.as_deref() == Some("Apply")
-            && entry.subresource.as_deref().is_none_or(str::is_empty)
+            && entry
+                .subresource
+                .as_deref()
+                .is_none_or(|s| s.is_empty() || s == "status")
     });
     for entry in fields {
         if let Some(FieldsV1(tree)) = &mut entry.fields_v1
@@ -888,7 +891,7 @@ mod tests {
     }
 
     #[test]
-    fn only_the_managers_own_apply_entry_is_kept() {
+    fn only_the_managers_own_apply_entries_are_kept() {
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
         let entry =
             |manager: &str, operation: &str, subresource: Option<&str>| ManagedFieldsEntry {
@@ -902,14 +905,15 @@ mod tests {
             entry("kubectl", "Apply", None),
             entry("us", "Update", None),
             entry("us", "Apply", Some("status")),
+            entry("us", "Apply", Some("scale")),
             entry("us", "Apply", None),
         ]);
-        object.metadata.managed_fields.as_mut().unwrap()[3].fields_v1 =
+        object.metadata.managed_fields.as_mut().unwrap()[4].fields_v1 =
             Some(FieldsV1(serde_json::json!({"f:data": {"f:a": {}}})));
         keep_own_apply_entry(&mut object, "us");
         let kept = object.metadata.managed_fields.unwrap();
         let mut expected = entry("us", "Apply", None);
         expected.fields_v1 = Some(FieldsV1(r#"{"f:data":{"f:a":{}}}"#.into()));
-        assert_eq!(kept, [expected]);
+        assert_eq!(kept, [entry("us", "Apply", Some("status")), expected]);
     }
 }

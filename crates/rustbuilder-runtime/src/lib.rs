@@ -73,6 +73,7 @@ pub mod metrics;
 pub mod owned;
 mod ownership;
 pub mod rollout;
+pub mod schema;
 mod scope;
 pub mod shard;
 #[cfg(feature = "testing")]

@@ -7,12 +7,15 @@ mod support;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::ResourceExt;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, Patch, PatchParams};
+use kube::{CustomResource, CustomResourceExt, ResourceExt};
 use rustbuilder_envtest::TestEnv;
 use rustbuilder_runtime::Manager;
 use rustbuilder_runtime::apply::{self, Applied};
 use rustbuilder_runtime::owned::MANAGED_BY_LABEL;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use support::{eventually, requests};
 
@@ -122,6 +125,8 @@ fn pod_spec_deployment(name: &str, labels: Value) -> Deployment {
                 "metadata": { "labels": { "app": name } },
                 "spec": {
                     "tolerations": [{ "key": "dedicated", "operator": "Exists" }],
+                    "nodeSelector": { "disk": "ssd" },
+                    "topologySpreadConstraints": [spread(json!({ "app": name }))],
                     "containers": [{
                         "name": "web",
                         "image": "nginx:1.27",
@@ -135,6 +140,16 @@ fn pod_spec_deployment(name: &str, labels: Value) -> Deployment {
         },
     }))
     .unwrap()
+}
+
+/// A spread over zones of the Pods whose labels `match_labels` selects.
+fn spread(match_labels: Value) -> Value {
+    json!({
+        "maxSkew": 1,
+        "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": { "matchLabels": match_labels },
+    })
 }
 
 /// Another writer's edit: a JSON merge patch of the pod spec as field manager `intruder`.
@@ -214,6 +229,27 @@ async fn foreign_edits_of_lists_are_taken_back() {
             "extra-arg",
             json!({ "containers": [container(env_ab.clone(), json!(["--port", "80", "--debug"]))] }),
         ),
+        // An atomic map: a node label of someone else's goes, as the apply replaces the map.
+        (
+            "node-selector",
+            json!({ "nodeSelector": { "foreign": "x" } }),
+        ),
+        // An atomic struct inside a map list's item: a LabelSelector selecting more.
+        (
+            "label-selector",
+            json!({ "topologySpreadConstraints": [
+                spread(json!({ "app": "label-selector", "foreign": "x" })),
+            ] }),
+        ),
+        // A map list keyed by port and protocol, the protocol left out (TCP by default): port 80
+        // over UDP is not ours, and ours comes back.
+        (
+            "udp-port",
+            json!({ "containers": [{
+                "name": "web", "image": "nginx:1.27", "args": args.clone(), "env": env_ab.clone(),
+                "ports": [{ "containerPort": 80, "protocol": "UDP" }],
+            }] }),
+        ),
     ];
     let mut kept = Vec::new();
     for (name, edit) in cases {
@@ -238,6 +274,16 @@ async fn foreign_edits_of_lists_are_taken_back() {
         let container = &now["containers"][0];
         assert_eq!(container["env"], env_ab, "{name}");
         assert_eq!(container["args"], args, "{name}");
+        assert_eq!(now["nodeSelector"], json!({ "disk": "ssd" }), "{name}");
+        let selector = &now["topologySpreadConstraints"][0]["labelSelector"];
+        assert_eq!(
+            selector,
+            &json!({ "matchLabels": { "app": name } }),
+            "{name}"
+        );
+        let tcp_80 = json!({ "containerPort": 80, "protocol": "TCP" });
+        let ports = container["ports"].as_array().unwrap();
+        assert!(ports.contains(&tcp_80), "{name}: {ports:?}");
     }
     assert!(kept.is_empty(), "foreign edits not taken back: {kept:?}");
 }
@@ -330,4 +376,124 @@ async fn values_the_api_server_normalises_cost_no_write() {
     let larger: Deployment = serde_json::from_value(larger).unwrap();
     let (changed, sent) = take_back(&client, &larger).await;
     assert!(changed && sent == 1, "changed {changed}, {sent} applies");
+}
+
+/// A list whose name the field-name fallback knows as a map list (`ports`) is atomic in a
+/// NetworkPolicy's rules, as the schema the API server publishes says: a port added by someone else
+/// is taken back.
+#[tokio::test]
+async fn lists_merge_by_the_published_schema_not_their_name() {
+    let env = TestEnv::builder().start().await;
+    let client = env.client();
+    let api: Api<NetworkPolicy> = Api::namespaced(client.clone(), "default");
+    let rule = |ports: Value| json!([{ "ports": ports }]);
+    let http = json!({ "port": 80, "protocol": "TCP" });
+    let https = json!({ "port": 443, "protocol": "TCP" });
+    let desired: NetworkPolicy = serde_json::from_value(json!({
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": { "name": "web", "namespace": "default" },
+        "spec": { "podSelector": {}, "ingress": rule(json!([http])) },
+    }))
+    .unwrap();
+    apply::apply(&api, None, &desired, MANAGER).await.unwrap();
+    let params = PatchParams {
+        field_manager: Some("intruder".into()),
+        ..PatchParams::default()
+    };
+    let opened = json!({ "spec": { "ingress": rule(json!([http, https])) } });
+    api.patch("web", &params, &Patch::Merge(opened))
+        .await
+        .unwrap();
+
+    let current = api.get("web").await.unwrap();
+    let applied = apply::apply(&api, Some(&current), &desired, MANAGER)
+        .await
+        .unwrap();
+    assert!(applied.is_changed(), "the opened port stays");
+    let ingress = serde_json::to_value(&applied.object().spec.as_ref().unwrap().ingress).unwrap();
+    assert_eq!(ingress, rule(json!([http])));
+}
+
+/// A custom resource whose lists and status the tests below apply.
+#[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[kube(
+    group = "test.example.com",
+    version = "v1",
+    kind = "Gadget",
+    namespaced,
+    status = "GadgetStatus"
+)]
+struct GadgetSpec {
+    /// A map list keyed by `name`, though the field-name fallback takes `tolerations` for atomic.
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    tolerations: Vec<Part>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+struct Part {
+    name: String,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+struct GadgetStatus {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ready: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    phase: Option<String>,
+}
+
+/// A custom resource merges by its CRD: another manager's item of a map list leaves the object
+/// converged (no write). Its status compares by ownership: a status field the manager stops setting
+/// is removed.
+#[tokio::test]
+async fn custom_resources_merge_by_their_crd_and_status_by_ownership() {
+    let env = TestEnv::builder().crd(Gadget::crd()).start().await;
+    let client = env.client();
+    let api: Api<Gadget> = Api::namespaced(client.clone(), "default");
+    let part = |name: &str| Part { name: name.into() };
+    let mut desired = Gadget::new(
+        "g",
+        GadgetSpec {
+            tolerations: vec![part("ours")],
+        },
+    );
+    desired.metadata.namespace = Some("default".into());
+    apply::apply(&api, None, &desired, MANAGER).await.unwrap();
+    let theirs = json!({
+        "apiVersion": "test.example.com/v1",
+        "kind": "Gadget",
+        "spec": { "tolerations": [{ "name": "theirs" }] },
+    });
+    api.patch("g", &PatchParams::apply("intruder"), &Patch::Apply(theirs))
+        .await
+        .unwrap();
+
+    let current = api.get("g").await.unwrap();
+    assert_eq!(current.spec.tolerations.len(), 2, "{:?}", current.spec);
+    let applies = async || requests(&client, "APPLY", "gadgets").await;
+    let before = applies().await;
+    let same = apply::apply(&api, Some(&current), &desired, MANAGER).await;
+    assert!(!same.unwrap().is_changed());
+    assert_eq!(applies().await, before, "converged, yet written");
+
+    let status = |phase: Option<&str>| GadgetStatus {
+        ready: Some(1),
+        phase: phase.map(String::from),
+    };
+    assert!(
+        apply::status(&api, &current, &status(Some("Up")), MANAGER)
+            .await
+            .unwrap()
+    );
+    let current = api.get("g").await.unwrap();
+    assert!(
+        !apply::status(&api, &current, &status(Some("Up")), MANAGER)
+            .await
+            .unwrap()
+    );
+    let wrote = apply::status(&api, &current, &status(None), MANAGER).await;
+    assert!(wrote.unwrap(), "the phase no longer set stays");
+    let now = api.get("g").await.unwrap().status.unwrap();
+    assert_eq!((now.ready, now.phase), (Some(1), None));
 }
