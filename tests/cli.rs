@@ -2012,6 +2012,10 @@ fn kubebuilders_own_project_files_make_rust_projects() {
         let input = dir.path().join("in");
         std::fs::create_dir(&input).unwrap();
         std::fs::copy(&project, input.join("PROJECT")).unwrap();
+        // The Go project's licence header becomes the Rust project's.
+        let boilerplate = "/*\nCopyright 2026 The Kubernetes authors.\n\nLicensed under the Apache License, Version 2.0.\n*/";
+        std::fs::create_dir(input.join("hack")).unwrap();
+        std::fs::write(input.join("hack/boilerplate.go.txt"), boilerplate).unwrap();
         ok(
             dir.path(),
             &[
@@ -2024,11 +2028,17 @@ fn kubebuilders_own_project_files_make_rust_projects() {
                 "--skip-manifests",
             ],
         );
-        let written = read(&dir.path().join("out"), "PROJECT");
+        let out = dir.path().join("out");
+        let written = read(&out, "PROJECT");
         assert!(
             written.contains("- rust.rustbuilder.dev/v1-alpha"),
             "{written}"
         );
+        assert_eq!(
+            read(&out, "hack/boilerplate.rs.txt"),
+            format!("{boilerplate}\n")
+        );
+        assert!(read(&out, "src/main.rs").starts_with(&format!("{boilerplate}\n\n//!")));
         made += 1;
     }
     assert!(made > 0, "no `<name>/PROJECT` file in {}", root.display());
@@ -4630,5 +4640,113 @@ fn kubebuilder_commands_run_as_they_are() {
             "does not run on `init`",
             "rustbuilder create api --plugins deploy-image/v1-alpha",
         ],
+    );
+}
+
+/// Kubebuilder's licence flags: `--license apache2|copyright|none`, `--license-file` (a Go
+/// boilerplate's `/* ... */` block works as it is), a header file written before `init`, and `edit
+/// --license/--owner/--license-file` for the files written afterwards. Files already written keep
+/// their header; `alpha generate` gives every file the current one.
+#[test]
+fn licence_headers_follow_the_boilerplate() {
+    let header = |dir: &Path, path: &str| {
+        let text = read(dir, path);
+        let end = text.find("//!").unwrap_or(text.len());
+        text[..end].to_string()
+    };
+    let api = [
+        "create",
+        "api",
+        "--group",
+        "ship",
+        "--version",
+        "v1",
+        "--kind",
+    ];
+    let kind = |kind: &'static str| -> Vec<&'static str> {
+        api.iter()
+            .copied()
+            .chain([kind, "--resource", "--controller"])
+            .collect()
+    };
+
+    let base = tempfile::tempdir().unwrap();
+    let file = base.path().join("header.txt");
+    let block = "/*\nCopyright 2026 Acme Inc.\n\nLicensed under the MIT License.\n*/\n";
+    std::fs::write(&file, block).unwrap();
+    let dir = base.path().join("custom");
+    std::fs::create_dir(&dir).unwrap();
+    let file_arg = file.to_str().unwrap();
+    ok(
+        &dir,
+        &[
+            "init",
+            "--domain",
+            "acme.io",
+            "--license-file",
+            file_arg,
+            "--license",
+            "none",
+        ],
+    );
+    assert_eq!(read(&dir, "hack/boilerplate.rs.txt"), block);
+    assert_eq!(header(&dir, "src/main.rs"), format!("{block}\n"));
+    assert!(
+        !read(&dir, "Cargo.toml").contains("license ="),
+        "not Apache-2.0 any more"
+    );
+    assert!(read(&dir, "PROJECT").contains("license: custom"));
+    ok(&dir, &kind("Frigate"));
+    assert_eq!(header(&dir, "src/api/v1/frigate.rs"), format!("{block}\n"));
+
+    ok(&dir, &["edit", "--license", "copyright", "--owner", "Acme"]);
+    assert_eq!(read(&dir, "hack/boilerplate.rs.txt"), "// Copyright Acme\n");
+    ok(&dir, &kind("Boat"));
+    assert_eq!(header(&dir, "src/api/v1/boat.rs"), "// Copyright Acme\n\n");
+    assert_eq!(
+        header(&dir, "src/api/v1/frigate.rs"),
+        format!("{block}\n"),
+        "kept"
+    );
+    // Plain text becomes `//` lines; the header file edited by hand is what new files get.
+    std::fs::write(&file, "Owned by Acme.\n\nAll rights reserved.\n").unwrap();
+    ok(&dir, &["edit", "--license-file", file_arg]);
+    let plain = "// Owned by Acme.\n//\n// All rights reserved.\n";
+    assert_eq!(read(&dir, "hack/boilerplate.rs.txt"), plain);
+    std::fs::write(dir.join("hack/boilerplate.rs.txt"), "// By hand\n").unwrap();
+    ok(&dir, &["alpha", "generate", "--skip-manifests"]);
+    for path in ["src/main.rs", "src/api/v1/frigate.rs", "src/api/v1/boat.rs"] {
+        assert_eq!(header(&dir, path), "// By hand\n\n", "{path}");
+    }
+
+    // A header written before `init` is the project's.
+    let early = base.path().join("early");
+    std::fs::create_dir_all(early.join("hack")).unwrap();
+    std::fs::write(early.join("hack/boilerplate.rs.txt"), "// MY LICENSE\n").unwrap();
+    ok(&early, &["init", "--domain", "acme.io"]);
+    assert_eq!(header(&early, "src/main.rs"), "// MY LICENSE\n\n");
+    let none = base.path().join("none");
+    std::fs::create_dir(&none).unwrap();
+    ok(&none, &["init", "--domain", "acme.io", "--license", "none"]);
+    assert!(read(&none, "src/main.rs").starts_with("//!"));
+
+    // Refused, changing nothing: a file that is not there, an empty one, an unknown license.
+    let missing = base.path().join("missing.txt");
+    refused(
+        &dir,
+        &["edit", "--license-file", missing.to_str().unwrap()],
+        &["cannot read the license file"],
+    );
+    std::fs::write(&file, "\n\n").unwrap();
+    refused(&dir, &["edit", "--license-file", file_arg], &["is empty"]);
+    refused(
+        &dir,
+        &["edit", "--license", "mit"],
+        &["invalid value 'mit'"],
+    );
+    refused(
+        &dir,
+        &["edit", "--license", "none", "--namespaced"],
+        &["one edit at a time"],
     );
 }

@@ -6,6 +6,7 @@ use clap::ArgAction;
 use super::plugin_keys::{self, Plugin};
 use crate::plugins::multigroup::{self, Edit};
 use crate::plugins::namespaced;
+use crate::plugins::rust;
 use crate::plugins::{autoupdate, grafana, helm};
 use crate::shell;
 
@@ -35,6 +36,9 @@ use crate::shell;
 /// workflow that runs `rustbuilder alpha update` when a newer rustbuilder is released and opens a pull
 /// request (or an issue, on conflicts).
 ///
+/// `--license`, `--owner` and `--license-file` change the licence header of the files written from
+/// then on (`hack/boilerplate.rs.txt`, as `init` takes them); files already written keep theirs.
+///
 /// Kubebuilder's plugin keys (`helm.kubebuilder.io/v2-alpha`, ...) and ours
 /// (`helm.rustbuilder.dev/v2-alpha`, ...) name the same plugins.
 #[derive(Debug, clap::Args)]
@@ -44,7 +48,8 @@ use crate::shell;
                         make manifests && rustbuilder edit --plugins helm/v2-alpha\n  \
                         make build-installer && rustbuilder edit --plugins helm/v2-alpha --manifests dist/install.yaml\n  \
                         rustbuilder edit --plugins grafana/v1-alpha\n  \
-                        rustbuilder edit --plugins autoupdate/v1-alpha"
+                        rustbuilder edit --plugins autoupdate/v1-alpha\n  \
+                        rustbuilder edit --license apache2 --owner \"The Memcached Authors\""
 )]
 pub struct Args {
     /// Use the multigroup layout (`--multigroup=false`: back to a single group, for a project without APIs).
@@ -68,6 +73,15 @@ pub struct Args {
     /// With `--plugins helm/v2-alpha`: write the chart to DIR/chart/ [default: dist].
     #[arg(long, value_name = "DIR")]
     pub output_dir: Option<String>,
+    /// The license of the files written from now on: their header in `hack/boilerplate.rs.txt`.
+    #[arg(long, value_enum)]
+    pub license: Option<super::init::License>,
+    /// The copyright owner in the header of the files written from now on.
+    #[arg(long)]
+    pub owner: Option<String>,
+    /// A file whose text is the header of the files written from now on (overrides `--license`).
+    #[arg(long, value_name = "FILE")]
+    pub license_file: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub project: super::ProjectDir,
 }
@@ -77,6 +91,10 @@ pub fn run(args: Args) -> Result<()> {
         ("--multigroup", args.multigroup.is_some()),
         ("--namespaced", args.namespaced.is_some()),
         ("--plugins", args.plugins.is_some()),
+        (
+            "--license",
+            args.license.is_some() || args.owner.is_some() || args.license_file.is_some(),
+        ),
     ]
     .into_iter()
     .filter_map(|(flag, set)| set.then_some(flag))
@@ -127,9 +145,24 @@ pub fn run(args: Args) -> Result<()> {
     if let Some(namespaced) = args.namespaced {
         return edit_namespaced(&args.project.dir, namespaced);
     }
+    if args.license.is_some() || args.owner.is_some() || args.license_file.is_some() {
+        let (license, header) = super::init::header_of(args.license, args.license_file.as_deref())?;
+        let plan = rust::edit_license(&args.project.dir, license, args.owner, header)?;
+        let changed = plan.apply()?;
+        if changed.is_empty() {
+            shell::status("Fresh", format!("{} is as asked", rust::BOILERPLATE));
+        } else {
+            shell::written(changed);
+            shell::status(
+                "Updated",
+                "the licence header of the files written from now on; files already written keep theirs",
+            );
+        }
+        return Ok(());
+    }
     let Some(multigroup) = args.multigroup else {
         bail!(
-            "nothing to edit: no option given\nhelp: e.g. `rustbuilder edit --multigroup`, `rustbuilder edit --namespaced` or `rustbuilder edit --plugins helm/v2-alpha`"
+            "nothing to edit: no option given\nhelp: e.g. `rustbuilder edit --multigroup`, `rustbuilder edit --namespaced`, `rustbuilder edit --license apache2` or `rustbuilder edit --plugins helm/v2-alpha`"
         );
     };
     let layout = if multigroup {

@@ -32,9 +32,15 @@ pub struct Args {
     /// Copyright owner for the license header.
     #[arg(long)]
     pub owner: Option<String>,
-    /// License of the generated code.
+    /// License of the generated code: the header of every Rust file, kept in
+    /// `hack/boilerplate.rs.txt` (edit it to change the header of the files written afterwards).
     #[arg(long, value_enum, default_value_t = License::Apache2)]
     pub license: License,
+    /// A file whose text is the header of every Rust file instead of `--license`'s: kept as it is
+    /// when written as comments (`//` lines, or a `/* ... */` block like Kubebuilder's
+    /// boilerplate), else made into `//` lines.
+    #[arg(long, value_name = "FILE")]
+    pub license_file: Option<PathBuf>,
     /// Lay the project out for several API groups: `src/api/<group>/<version>/`, `src/controller/<group>/`.
     #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false)]
     pub multigroup: bool,
@@ -71,8 +77,35 @@ pub struct Args {
 pub enum License {
     /// Apache License 2.0: an SPDX header in every Rust file and `license` in Cargo.toml.
     Apache2,
+    /// A copyright line alone (`// Copyright <owner>`), no license text.
+    Copyright,
     /// No license header.
     None,
+}
+
+/// The license and header `--license`, `--license-file` and `--owner` ask for: a file's header
+/// overrides the license, as in Kubebuilder.
+pub(super) fn header_of(
+    license: Option<License>,
+    license_file: Option<&std::path::Path>,
+) -> Result<(Option<rust::License>, Option<String>)> {
+    let Some(file) = license_file else {
+        return Ok((license.map(Into::into), None));
+    };
+    let text = std::fs::read_to_string(file).map_err(|error| {
+        anyhow::anyhow!(
+            "cannot read the license file `{}`: {error}\nhelp: give the path of a text file holding the header",
+            file.display()
+        )
+    })?;
+    let header = rust::header_from_text(&text);
+    if header.is_empty() {
+        bail!(
+            "the license file `{}` is empty\nhelp: write the header in it, or use `--license none`",
+            file.display()
+        );
+    }
+    Ok((Some(rust::License::Custom), Some(header)))
 }
 
 /// The `--runtime-source` values.
@@ -98,6 +131,7 @@ impl From<License> for rust::License {
     fn from(license: License) -> Self {
         match license {
             License::Apache2 => rust::License::Apache2,
+            License::Copyright => rust::License::Copyright,
             License::None => rust::License::None,
         }
     }
@@ -126,12 +160,14 @@ pub fn run(args: Args) -> Result<()> {
         Some(name) => name,
         None => default_project_name(&args.dir)?,
     };
+    let (license, header) = header_of(Some(args.license), args.license_file.as_deref())?;
     let options = InitOptions {
         domain: args.domain,
         project_name,
         repo: args.repo,
         owner: args.owner,
-        license: args.license.into(),
+        license: license.unwrap_or(rust::License::Apache2),
+        header,
         multigroup: args.multigroup,
         namespaced: args.namespaced,
         runtime_source: args.runtime_source.into(),

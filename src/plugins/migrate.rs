@@ -82,7 +82,7 @@ pub fn apply(project: &Project, input: &Path, output: &Path) -> Result<()> {
     if crds.is_empty() {
         return Ok(());
     }
-    let base = ProjectContext::new(project)?;
+    let base = ProjectContext::of(project, output)?;
     let mut plan = Plan::new(output);
     for resource in &project.resources {
         if resource.api.is_none() || resource.external || resource.core {

@@ -44,6 +44,7 @@ pub fn generate(project: &Project, input: &Path, output: &Path) -> Result<()> {
         repo: project.repo.clone(),
         owner: rust_plugin.and_then(|p| p.owner.clone()),
         license: rust::License::from_key(rust_plugin.and_then(|p| p.license.as_deref()))?,
+        header: Some(rust::read_header(input, project)?),
         multigroup: project.multigroup,
         namespaced: project.namespaced,
         runtime_source: rust::RuntimeSource::of(project)?,

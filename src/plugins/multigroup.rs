@@ -257,7 +257,7 @@ pub fn edit(dir: &Path, multigroup: bool) -> Result<Edit> {
     }
 
     // The group's module lists, and the top-level lists that now name the group.
-    let context = group_context(&project, &group.qualified(&domain)?, &group_snake)?;
+    let context = group_context(dir, &project, &group.qualified(&domain)?, &group_snake)?;
     plan.add_generated(
         format!("src/api/{group_snake}/mod.rs"),
         group_module(
@@ -449,19 +449,15 @@ const MULTI_WEBHOOK_DOC: &str = "of the project's APIs, one module per API group
 const SINGLE_CONTROLLER_DOC: &str = "//! Controllers, one module per kind.";
 const MULTI_CONTROLLER_DOC: &str = "//! Controllers, one module per API group.";
 
-/// What the group's module templates see: the license header and the group.
-fn group_context(project: &Project, qualified: &str, group_snake: &str) -> Result<tera::Context> {
-    let rust = project.plugins.get(project::RUST_PLUGIN);
-    let license = rust.and_then(|p| p.license.clone());
-    super::rust::License::from_key(license.as_deref())?;
+/// What the group's module templates see: the project's licence header and the group.
+fn group_context(
+    dir: &Path,
+    project: &Project,
+    qualified: &str,
+    group_snake: &str,
+) -> Result<tera::Context> {
     let mut context = tera::Context::new();
-    context.insert("license", license.as_deref().unwrap_or("apache2"));
-    context.insert(
-        "owner",
-        &rust
-            .and_then(|p| p.owner.clone())
-            .unwrap_or_else(|| format!("The {} Authors", project.project_name)),
-    );
+    context.insert("boilerplate", &super::rust::read_header(dir, project)?);
     context.insert("qualified_group", qualified);
     context.insert("group_snake", group_snake);
     Ok(context)

@@ -28,14 +28,25 @@ const INIT_SENTINELS: &[&str] = &[project::FILE_NAME, "Cargo.toml", "Makefile", 
 pub enum License {
     /// Apache License 2.0: an SPDX header in every Rust file and `license` in Cargo.toml.
     Apache2,
+    /// A copyright line alone in every Rust file.
+    Copyright,
+    /// The header of a file of the user's (`--license-file`), kept in [`BOILERPLATE`].
+    Custom,
     /// No license header.
     None,
 }
 
+/// The header every scaffolded Rust file starts with: written by `init`, read by every command that
+/// adds files. Edited by hand, it changes the files written afterwards (Kubebuilder's
+/// `hack/boilerplate.go.txt`).
+pub const BOILERPLATE: &str = "hack/boilerplate.rs.txt";
+
 impl License {
-    fn key(self) -> &'static str {
+    pub fn key(self) -> &'static str {
         match self {
             License::Apache2 => "apache2",
+            License::Copyright => "copyright",
+            License::Custom => "custom",
             License::None => "none",
         }
     }
@@ -44,10 +55,51 @@ impl License {
     pub fn from_key(key: Option<&str>) -> Result<Self> {
         match key.unwrap_or("apache2") {
             "apache2" => Ok(License::Apache2),
+            "copyright" => Ok(License::Copyright),
+            "custom" => Ok(License::Custom),
             "none" => Ok(License::None),
-            other => bail!("unknown license `{other}` in PROJECT: use `apache2` or `none`"),
+            other => bail!(
+                "unknown license `{other}` in PROJECT: use `apache2`, `copyright`, `custom` or `none`"
+            ),
         }
     }
+
+    /// The header of this license with `owner` as the copyright holder (empty for `none`; for
+    /// `custom`, what the user's file holds instead).
+    pub fn header(self, owner: &str) -> String {
+        match self {
+            License::Apache2 => {
+                format!("// Copyright {owner}\n// SPDX-License-Identifier: Apache-2.0\n")
+            }
+            License::Copyright => format!("// Copyright {owner}\n"),
+            License::Custom | License::None => String::new(),
+        }
+    }
+}
+
+/// A licence header from the user's file, as a Rust comment: a text already written as comments
+/// (`//` lines, or one `/* ... */` block, as Kubebuilder's boilerplate files are) is kept as it is,
+/// any other text becomes `//` lines. Ends with one line break; empty when the text is blank.
+pub fn header_from_text(text: &str) -> String {
+    let text = text.trim_matches(|c| c == '\n' || c == '\r');
+    if text.trim().is_empty() {
+        return String::new();
+    }
+    let trimmed = text.trim();
+    let commented = trimmed.lines().all(|line| {
+        let line = line.trim_start();
+        line.is_empty() || line.starts_with("//")
+    });
+    let block = trimmed.starts_with("/*") && trimmed.ends_with("*/");
+    if commented || block {
+        return format!("{text}\n");
+    }
+    text.lines()
+        .map(|line| match line.trim_end() {
+            "" => "//\n".to_string(),
+            line => format!("// {line}\n"),
+        })
+        .collect()
 }
 
 /// Where a project gets rustbuilder's runtime crates (rustbuilder-runtime, and rustbuilder-envtest for its
@@ -109,6 +161,9 @@ pub struct InitOptions {
     pub repo: Option<String>,
     pub owner: Option<String>,
     pub license: License,
+    /// The licence header, when it is not `license`'s own: from `--license-file`, or the project's
+    /// [`BOILERPLATE`] when it is scaffolded again.
+    pub header: Option<String>,
     /// APIs under `src/api/<group>/<version>/`, controllers under `src/controller/<group>/`.
     pub multigroup: bool,
     /// A manager that watches its own namespace only (`WATCH_NAMESPACE`), with a Role there.
@@ -155,6 +210,8 @@ pub(super) struct ProjectContext {
     repo: String,
     owner: String,
     license: &'static str,
+    /// The header of every Rust file ([`BOILERPLATE`]), with its line break; empty for none.
+    boilerplate: String,
     rustbuilder_version: &'static str,
     /// The requirement on the runtime crates: `0.1` (vendored) or `0.1.0` (crates.io).
     runtime_version_req: String,
@@ -170,19 +227,28 @@ pub(super) struct ProjectContext {
 }
 
 impl ProjectContext {
+    /// The context of the project at `dir`, its header from the project's [`BOILERPLATE`].
+    pub(super) fn of(project: &Project, dir: &Path) -> Result<Self> {
+        let mut context = Self::new(project)?;
+        context.boilerplate = read_header(dir, project)?;
+        Ok(context)
+    }
+
     pub(super) fn new(project: &Project) -> Result<Self> {
         let rust = project.plugins.get(project::RUST_PLUGIN);
         let license = License::from_key(rust.and_then(|p| p.license.as_deref()))?;
         let runtime_source = RuntimeSource::of(project)?;
         let name: ProjectName = project.project_name.parse()?;
+        let owner = rust
+            .and_then(|p| p.owner.clone())
+            .unwrap_or_else(|| format!("The {} Authors", project.project_name));
         Ok(Self {
             crate_name: name.crate_name(),
             project_name: project.project_name.clone(),
             domain: project.domain.clone(),
             repo: project.repo.clone().unwrap_or_default(),
-            owner: rust
-                .and_then(|p| p.owner.clone())
-                .unwrap_or_else(|| format!("The {} Authors", project.project_name)),
+            boilerplate: license.header(&owner),
+            owner,
             license: license.key(),
             rustbuilder_version: env!("CARGO_PKG_VERSION"),
             runtime_version_req: runtime_source.version_req(),
@@ -195,6 +261,28 @@ impl ProjectContext {
             namespaced_manager: project.namespaced,
         })
     }
+}
+
+/// The header the project at `dir` gives its files: its [`BOILERPLATE`] (or, for a Kubebuilder
+/// project made into a Rust one, its `hack/boilerplate.go.txt`), else its license's.
+pub fn read_header(dir: &Path, project: &Project) -> Result<String> {
+    for file in [BOILERPLATE, "hack/boilerplate.go.txt"] {
+        let path = dir.join(file);
+        if path.is_file() {
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("failed to read `{}`", path.display()))?;
+            return Ok(header_from_text(&text));
+        }
+    }
+    let rust = project.plugins.get(project::RUST_PLUGIN);
+    let license = License::from_key(rust.and_then(|p| p.license.as_deref()))?;
+    if license == License::Custom {
+        bail!(
+            "`{BOILERPLATE}` is missing: it holds this project's licence header (`--license-file`)\nhelp: restore it, or choose a header with `rustbuilder edit --license-file <file>` or `rustbuilder edit --license apache2`"
+        );
+    }
+    let context = ProjectContext::new(project)?;
+    Ok(context.boilerplate)
 }
 
 /// Values the templates of one API see, on top of the project's.
@@ -296,12 +384,60 @@ pub fn init(dir: &Path, options: &InitOptions) -> Result<Plan> {
     rust.runtime_source = options.runtime_source.key().map(str::to_string);
 
     let mut plan = Plan::new(dir);
-    let context = tera::Context::from_serialize(ProjectContext::new(&project)?)?;
+    let mut context = ProjectContext::new(&project)?;
+    let existing = dir.join(BOILERPLATE);
+    match &options.header {
+        Some(_) if existing.exists() => bail!(
+            "`{}` exists, and `--license-file` gives another header\nhelp: edit `{BOILERPLATE}` and leave out `--license-file`, or remove the file",
+            existing.display()
+        ),
+        Some(header) => context.boilerplate = header.clone(),
+        // A header written before `init` is the project's, as Kubebuilder keeps a boilerplate it finds.
+        None if existing.is_file() => {
+            let text = std::fs::read_to_string(&existing)
+                .with_context(|| format!("failed to read `{}`", existing.display()))?;
+            context.boilerplate = header_from_text(&text);
+        }
+        None => {}
+    }
+    let context = tera::Context::from_serialize(context)?;
     plan.add_set("init", &context)?;
     plan.add(project::FILE_NAME, project.render(), IfExists::Error);
     if options.runtime_source == RuntimeSource::Vendored {
         crate::vendored::add_to(&mut plan)?;
     }
+    Ok(plan)
+}
+
+/// Plans `edit --license/--owner/--license-file` in the project at `dir`: the new [`BOILERPLATE`]
+/// and the license and owner PROJECT records. `license` and `owner` change only when given; `header`
+/// (from a file) comes with [`License::Custom`]. Files written before keep their header.
+pub fn edit_license(
+    dir: &Path,
+    license: Option<License>,
+    owner: Option<String>,
+    header: Option<String>,
+) -> Result<Plan> {
+    let mut project = Project::load(dir)?;
+    let rust = project
+        .plugins
+        .entry(project::RUST_PLUGIN.to_string())
+        .or_default();
+    if let Some(license) = license {
+        rust.license = Some(license.key().to_string());
+    }
+    if owner.is_some() {
+        rust.owner = owner;
+    }
+    let context = ProjectContext::new(&project)?;
+    let header = match header {
+        Some(header) => header,
+        None if context.license == License::Custom.key() => read_header(dir, &project)?,
+        None => context.boilerplate,
+    };
+    let mut plan = Plan::new(dir);
+    plan.add(BOILERPLATE, header, IfExists::Overwrite);
+    plan.add(project::FILE_NAME, project.render(), IfExists::Overwrite);
     Ok(plan)
 }
 
@@ -484,7 +620,7 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
             .clone()
             .unwrap_or_else(|| default_plural.clone()),
     };
-    let base = ProjectContext::new(&project)?;
+    let base = ProjectContext::of(&project, dir)?;
     let multigroup = project.multigroup;
     let group_snake = options.group.snake();
     let group_path = if multigroup {

@@ -284,7 +284,7 @@ pub fn create_webhook(dir: &Path, options: &WebhookOptions) -> Result<Plan> {
         check_webhook_file(&project, options)?;
     }
 
-    let base = ProjectContext::new(&project)?;
+    let base = ProjectContext::of(&project, dir)?;
     let multigroup = project.multigroup;
     let group_snake = group.snake();
     let (group_path, group_rel) = if multigroup {
