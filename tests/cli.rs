@@ -4544,6 +4544,7 @@ fn kubebuilder_commands_run_as_they_are() {
         "--controller=true",
         "--resource=true",
         "--make=false",
+        "--ssa",
     ];
     ok(dir, &captain);
     let webhook = [

@@ -57,6 +57,11 @@ pub struct Args {
     /// Deployment; the layout keys (`go/v4`, `kustomize/v2`, ...) change nothing.
     #[arg(long, value_name = "PLUGIN,...")]
     pub plugins: Option<String>,
+    /// Kubebuilder (alpha): scaffold the API for server-side apply (apply configurations). Every
+    /// type here is its own apply configuration (unset fields are left out) and every controller
+    /// writes by server-side apply: accepted, no effect.
+    #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false)]
+    pub ssa: bool,
     #[command(flatten)]
     pub go: super::GoToolchain,
     #[command(flatten)]

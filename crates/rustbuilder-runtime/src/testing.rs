@@ -1,6 +1,7 @@
 //! What a project's tests against a real API server keep needing (feature `testing`, for
-//! `[dev-dependencies]`): polling with a deadline, reading events and metrics, and granting a
-//! service account exactly the role the project's RBAC markers declare.
+//! `[dev-dependencies]`): polling with a deadline, reading events and metrics, granting a
+//! service account exactly the role the project's RBAC markers declare, and a client whose lists of
+//! one kind come late (a cache still filling).
 //!
 //! ```no_run
 //! # async fn f(client: kube::Client) {
@@ -23,6 +24,41 @@ use kube::api::{Api, ListParams, ObjectMeta, PostParams};
 
 use crate::manager::Manager;
 use crate::manifests;
+
+/// `client`, but each list of `resource` (a `GET` of the collection, not a watch) is answered
+/// `delay` late: a cache of that kind still filling, as one of many thousand objects does after a
+/// restart, for tests of what a controller does meanwhile. Give it to [`Manager::new`].
+///
+/// ```no_run
+/// # async fn f(client: kube::Client) {
+/// use std::time::Duration;
+/// use rustbuilder_runtime::{Manager, testing};
+///
+/// let slow = testing::with_slow_lists(client, "jobs", Duration::from_secs(5));
+/// let manager = Manager::new("my-operator", slow);
+/// # }
+/// ```
+pub fn with_slow_lists(client: Client, resource: &str, delay: Duration) -> Client {
+    let collection = format!("/{resource}");
+    let default_namespace = client.default_namespace().to_string();
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let uri = request.uri();
+        let watch = uri
+            .query()
+            .is_some_and(|query| query.split('&').any(|pair| pair.starts_with("watch=")));
+        let slow = request.method() == http::Method::GET
+            && uri.path().ends_with(&collection)
+            && !watch;
+        let client = client.clone();
+        async move {
+            if slow {
+                tokio::time::sleep(delay).await;
+            }
+            client.send(request).await
+        }
+    });
+    Client::new(service, default_namespace)
+}
 
 /// Calls `check` every 250 ms until it returns `Some`, and returns that.
 ///

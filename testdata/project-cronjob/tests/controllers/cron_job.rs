@@ -21,7 +21,7 @@ use kube::{CustomResourceExt, ResourceExt};
 use rustbuilder_envtest::TestEnv;
 use rustbuilder_runtime::Manager;
 use rustbuilder_runtime::clock::{Clock, FakeClock};
-use rustbuilder_runtime::testing::eventually;
+use rustbuilder_runtime::testing::{self, eventually};
 
 use project_cronjob::api::v1::{ConcurrencyPolicy, CronJob, CronJobSpec};
 use project_cronjob::controller::cron_job::{SCHEDULED_TIME, parse_schedule};
@@ -31,6 +31,8 @@ const NAMESPACE: &str = "default";
 /// How long a check that something does not happen watches for it.
 const QUIET: Duration = Duration::from_secs(2);
 const TIMEOUT: Duration = Duration::from_secs(30);
+/// How late the restarted manager's lists of Jobs are answered.
+const SLOW_LIST: Duration = Duration::from_secs(4);
 
 struct Harness {
     clock: FakeClock,
@@ -255,6 +257,29 @@ async fn cron_jobs_run_on_schedule_as_their_policies_say() {
         &[first],
         "Forbid: no second Job while the first runs",
     )
+    .await;
+
+    // Restarted while the Jobs take long to list (as many thousand do): no reconcile reads the
+    // Jobs before they are listed, so Forbid still sees the running one at the next run.
+    manager.shutdown();
+    controller.await.expect("the controller stops cleanly");
+    let slow = testing::with_slow_lists(env.client(), "jobs", SLOW_LIST);
+    let manager = Manager::new(MANAGER_NAME, slow);
+    let controller = tokio::spawn(cron_job::run_with_clock(
+        manager.clone(),
+        Arc::new(t.clock.clone()),
+    ));
+    let third = second + SignedDuration::from_secs(60);
+    t.set_clock(&forbid, third, 1).await;
+    t.still_jobs(&forbid, &[first], "Forbid: restarted, the Jobs still listing")
+        .await;
+    tokio::time::sleep(SLOW_LIST).await;
+    t.still_jobs(&forbid, &[first], "Forbid: restarted, the Jobs listed")
+        .await;
+    eventually("status.active still naming it", TIMEOUT, async || {
+        let active = t.current(&forbid).await.status?.active?;
+        (active.len() == 1).then_some(())
+    })
     .await;
     t.delete(&forbid).await;
 
