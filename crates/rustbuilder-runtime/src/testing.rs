@@ -46,9 +46,8 @@ pub fn with_slow_lists(client: Client, resource: &str, delay: Duration) -> Clien
         let watch = uri
             .query()
             .is_some_and(|query| query.split('&').any(|pair| pair.starts_with("watch=")));
-        let slow = request.method() == http::Method::GET
-            && uri.path().ends_with(&collection)
-            && !watch;
+        let slow =
+            request.method() == http::Method::GET && uri.path().ends_with(&collection) && !watch;
         let client = client.clone();
         async move {
             if slow {

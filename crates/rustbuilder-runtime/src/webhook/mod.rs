@@ -170,7 +170,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use kube::Resource;
 use kube::core::admission::{META_API_VERSION_V1, META_KIND};
-use kube::core::{GroupVersionKind, GroupVersionResource, TypeMeta};
+use kube::core::response::{StatusCause, StatusDetails};
+use kube::core::{GroupVersionKind, GroupVersionResource, Status, TypeMeta};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -190,9 +191,129 @@ pub type Validation = Result<Warnings, Denied>;
 
 /// Why an object is refused: the message the user sees from kubectl, after the API server's
 /// `admission webhook "<name>" denied the request: `.
+///
+/// [`Denied::new`] refuses with a message (HTTP 403, `Forbidden`, as controller-runtime sends an
+/// error of its own). [`Denied::invalid`] refuses as the API server refuses a field it validates
+/// itself: 422 `Invalid`, one cause per field, which clients read field by field (controller-runtime's
+/// `apierrors.NewInvalid`):
+///
+/// ```
+/// use rustbuilder_runtime::webhook::{Denied, FieldError};
+/// # use k8s_openapi::api::core::v1::ConfigMap;
+///
+/// let denied = Denied::invalid::<ConfigMap>("settings", vec![
+///     FieldError::invalid("data.mode", "fastest", "one of: fast, slow"),
+///     FieldError::required("data.owner", "who to ask"),
+/// ]);
+/// assert_eq!(
+///     denied.message(),
+///     r#"ConfigMap "settings" is invalid: [data.mode: Invalid value: "fastest": one of: fast, slow, data.owner: Required value: who to ask]"#
+/// );
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Denied {
     message: String,
+    invalid: Option<Invalid>,
+}
+
+/// The object and fields of a [`Denied::invalid`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Invalid {
+    group: String,
+    kind: String,
+    name: String,
+    errors: Vec<FieldError>,
+}
+
+/// A field's problem, as the API server reports it: the field's path (`spec.schedule`,
+/// `spec.ports[0].port`), what is wrong, and the value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    field: String,
+    reason: FieldReason,
+    value: Option<String>,
+    detail: String,
+}
+
+/// The kinds of field errors, as Kubernetes names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FieldReason {
+    Invalid,
+    Required,
+    Forbidden,
+}
+
+impl FieldError {
+    /// `field` holds `value`, which is not allowed: `detail` says why.
+    pub fn invalid(
+        field: impl Into<String>,
+        value: impl fmt::Debug,
+        detail: impl Into<String>,
+    ) -> Self {
+        FieldError {
+            field: field.into(),
+            reason: FieldReason::Invalid,
+            value: Some(format!("{value:?}")),
+            detail: detail.into(),
+        }
+    }
+
+    /// `field` is missing and must be set.
+    pub fn required(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        FieldError {
+            field: field.into(),
+            reason: FieldReason::Required,
+            value: None,
+            detail: detail.into(),
+        }
+    }
+
+    /// `field` may not be set (or changed) here.
+    pub fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        FieldError {
+            field: field.into(),
+            reason: FieldReason::Forbidden,
+            value: None,
+            detail: detail.into(),
+        }
+    }
+
+    /// The field's path.
+    pub fn field(&self) -> &str {
+        &self.field
+    }
+
+    /// What is wrong, without the field: `Invalid value: "x": detail`.
+    fn body(&self) -> String {
+        let kind = match self.reason {
+            FieldReason::Invalid => "Invalid value",
+            FieldReason::Required => "Required value",
+            FieldReason::Forbidden => "Forbidden",
+        };
+        match &self.value {
+            Some(value) => format!("{kind}: {value}: {}", self.detail),
+            None => format!("{kind}: {}", self.detail),
+        }
+    }
+
+    fn cause(&self) -> StatusCause {
+        let reason = match self.reason {
+            FieldReason::Invalid => "FieldValueInvalid",
+            FieldReason::Required => "FieldValueRequired",
+            FieldReason::Forbidden => "FieldValueForbidden",
+        };
+        StatusCause {
+            reason: reason.into(),
+            message: self.body(),
+            field: self.field.clone(),
+        }
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.body())
+    }
 }
 
 impl Denied {
@@ -200,12 +321,59 @@ impl Denied {
     pub fn new(message: impl Into<String>) -> Self {
         Denied {
             message: message.into(),
+            invalid: None,
+        }
+    }
+
+    /// A refusal of the object `name` of kind `K` for the fields of `errors` (at least one), as the
+    /// API server refuses invalid fields: `<Kind>.<group> "<name>" is invalid: <field>: ...`.
+    pub fn invalid<K: Resource<DynamicType = ()>>(name: &str, errors: Vec<FieldError>) -> Self {
+        let (group, kind) = (K::group(&()).to_string(), K::kind(&()).to_string());
+        let qualified = match group.as_str() {
+            "" => kind.clone(),
+            group => format!("{kind}.{group}"),
+        };
+        let listed: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        let fields = match listed.as_slice() {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
+        Denied {
+            message: format!("{qualified} {name:?} is invalid: {fields}"),
+            invalid: Some(Invalid {
+                group,
+                kind,
+                name: name.to_string(),
+                errors,
+            }),
         }
     }
 
     /// The message.
     pub fn message(&self) -> &str {
         &self.message
+    }
+
+    /// The field errors of a refusal made by [`Denied::invalid`] (none for [`Denied::new`]).
+    pub fn field_errors(&self) -> &[FieldError] {
+        self.invalid.as_ref().map_or(&[], |i| &i.errors)
+    }
+
+    /// The refusal as the API server's status: 422 with its causes, or 403.
+    pub(crate) fn status(&self) -> Status {
+        let Some(invalid) = &self.invalid else {
+            return Status::failure(&self.message, "Forbidden").with_code(403);
+        };
+        let mut status = Status::failure(&self.message, "Invalid").with_code(422);
+        status.details = Some(StatusDetails {
+            name: invalid.name.clone(),
+            group: invalid.group.clone(),
+            kind: invalid.kind.clone(),
+            uid: String::new(),
+            causes: invalid.errors.iter().map(FieldError::cause).collect(),
+            retry_after_seconds: 0,
+        });
+        status
     }
 }
 

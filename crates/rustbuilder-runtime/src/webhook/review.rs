@@ -172,11 +172,11 @@ fn with_warnings(mut response: AdmissionResponse, warnings: Vec<String>) -> Admi
     response
 }
 
-/// A refusal with the user's message, code 403 (Forbidden) as controller-runtime sends.
+/// A refusal: the user's message with code 403 (Forbidden), or, for field errors, 422 (Invalid)
+/// with a cause per field, as controller-runtime sends each.
 fn deny(response: AdmissionResponse, denied: &Denied) -> AdmissionResponse {
     let mut response = response.deny(denied.message());
-    response.result.code = 403;
-    response.result.reason = "Forbidden".into();
+    response.result = denied.status();
     response
 }
 
@@ -366,7 +366,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::webhook::{CONVERT_PATH, Validation, Webhooks};
+    use crate::webhook::{CONVERT_PATH, FieldError, Validation, Webhooks};
 
     mod v1alpha1 {
         #[derive(
@@ -543,7 +543,12 @@ mod tests {
             self.record("validate", request);
             assert_eq!(request.old_object.as_ref(), Some(old));
             if old.spec.note != new.spec.note {
-                return Err("note is immutable".into());
+                let name = new.metadata.name.as_deref().unwrap_or_default();
+                let immutable = FieldError::forbidden("spec.note", "may not change");
+                return Err(Denied::invalid::<v1alpha1::Memcached>(
+                    name,
+                    vec![immutable],
+                ));
             }
             check_size(new)
         }
@@ -686,7 +691,20 @@ mod tests {
             Some(object(json!({ "note": "a" }))),
         );
         let response = call(&webhooks, VALIDATE, &update).await["response"].clone();
-        assert_eq!(response["status"]["message"], "note is immutable");
+        // Field errors: 422 with a cause per field, as the API server's own validation.
+        let status = &response["status"];
+        let message = status["message"].as_str().unwrap();
+        assert!(
+            message.ends_with(r#"is invalid: spec.note: Forbidden: may not change"#),
+            "{message}"
+        );
+        assert_eq!(
+            (&status["code"], &status["reason"]),
+            (&json!(422), &json!("Invalid"))
+        );
+        let cause = json!({ "reason": "FieldValueForbidden", "message": "Forbidden: may not change", "field": "spec.note" });
+        assert_eq!(status["details"]["causes"], json!([cause]));
+        assert_eq!(status["details"]["kind"], "Memcached");
 
         let delete = admission("DELETE", None, Some(object(json!({ "note": "keep" }))));
         let response = call(&webhooks, VALIDATE, &delete).await["response"].clone();

@@ -57,19 +57,36 @@ async fn the_api_server_defaults_and_validates_cronjobs() {
     assert_eq!(spec.successful_jobs_history_limit, Some(3));
     assert_eq!(spec.failed_jobs_history_limit, Some(1));
 
-    // Validation: a bad schedule and a name too long, refused with the webhook's message.
+    // Validation: a bad schedule and a name too long, refused as invalid fields (422, a cause per
+    // field), as the API server refuses what its schema rejects.
     let too_long = "a".repeat(53);
-    for (object, expected) in [
+    for (object, field, expected) in [
         (
             sample("bad-schedule", "61 * * * *"),
-            "spec.schedule: \"61 * * * *\" is not a cron schedule",
+            "spec.schedule",
+            r#"spec.schedule: Invalid value: "61 * * * *": not a cron schedule"#,
         ),
-        (sample(&too_long, "*/5 * * * *"), "metadata.name: "),
+        (
+            sample(&too_long, "*/5 * * * *"),
+            "metadata.name",
+            "metadata.name: Invalid value: ",
+        ),
     ] {
         match api.create(&PostParams::default(), &object).await {
             Err(kube::Error::Api(status)) => {
-                assert_eq!(status.code, 403, "{status:?}");
+                assert_eq!(
+                    (status.code, status.reason.as_str()),
+                    (422, "Invalid"),
+                    "{status:?}"
+                );
                 assert!(status.message.contains(expected), "{}", status.message);
+                let causes = status.details.as_ref().map(|d| &d.causes);
+                let fields: Vec<_> = causes
+                    .into_iter()
+                    .flatten()
+                    .map(|c| c.field.as_str())
+                    .collect();
+                assert_eq!(fields, [field], "{status:?}");
             }
             other => panic!("the CronJob should be refused, got {other:?}"),
         }

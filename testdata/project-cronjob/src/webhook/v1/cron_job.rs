@@ -9,7 +9,9 @@
 //! in the stored object, parse the schedule, and bound the name by what the Jobs' names add to it.
 
 use kube::ResourceExt;
-use rustbuilder_runtime::webhook::{AdmissionRequest, Defaulter, Denied, Validation, Validator};
+use rustbuilder_runtime::webhook::{
+    AdmissionRequest, Defaulter, Denied, FieldError, Validation, Validator,
+};
 
 use crate::api::v1::CronJob;
 use crate::controller::cron_job::{
@@ -77,26 +79,34 @@ impl Validator for CronJobWebhook {
 }
 // +rustbuilder:scaffold:webhooks
 
-/// Every problem of `cron_job` at once, one per line, each naming its field.
+/// Every problem of `cron_job` at once, each naming its field: refused as the API server refuses
+/// an invalid field (422 `Invalid`, one cause per field), so `kubectl` and clients see each.
 pub fn validate(cron_job: &CronJob) -> Validation {
     let mut problems = Vec::new();
     let name = cron_job.name_any();
     if name.len() > MAX_NAME_LENGTH {
-        problems.push(format!(
-            "metadata.name: {name:?} is {} characters long, at most {MAX_NAME_LENGTH} are allowed (the Jobs' names add 11)",
-            name.len()
+        problems.push(FieldError::invalid(
+            "metadata.name",
+            &name,
+            format!(
+                "must be no more than {MAX_NAME_LENGTH} characters (the Jobs' names add 11 to it)"
+            ),
         ));
     }
     let schedule = &cron_job.spec.schedule;
     if let Err(error) = parse_schedule(schedule) {
-        problems.push(format!(
-            "spec.schedule: {schedule:?} is not a cron schedule (five fields: minute hour day-of-month month day-of-week, e.g. \"*/5 * * * *\"): {error}"
+        problems.push(FieldError::invalid(
+            "spec.schedule",
+            schedule,
+            format!(
+                "not a cron schedule (five fields: minute hour day-of-month month day-of-week, e.g. \"*/5 * * * *\"): {error}"
+            ),
         ));
     }
     if problems.is_empty() {
         Ok(Vec::new())
     } else {
-        Err(Denied::new(problems.join("\n")))
+        Err(Denied::invalid::<CronJob>(&name, problems))
     }
 }
 
@@ -142,11 +152,17 @@ mod tests {
         let new = sample(&"a".repeat(MAX_NAME_LENGTH + 1), "every day");
         let request = webhook::update_request(&old, &new);
         let refused = CronJobWebhook.validate_update(&old, &new, &request).await;
-        let message = refused.unwrap_err().to_string();
-        assert!(message.contains("metadata.name: "), "{message}");
-        assert!(message.contains("at most 52"), "{message}");
+        let denied = refused.unwrap_err();
+        let fields: Vec<_> = denied
+            .field_errors()
+            .iter()
+            .map(FieldError::field)
+            .collect();
+        assert_eq!(fields, ["metadata.name", "spec.schedule"]);
+        let message = denied.message();
+        assert!(message.contains("must be no more than 52"), "{message}");
         assert!(
-            message.contains("spec.schedule: \"every day\" is not a cron schedule"),
+            message.contains(r#"spec.schedule: Invalid value: "every day": not a cron schedule"#),
             "{message}"
         );
     }

@@ -271,8 +271,12 @@ async fn cron_jobs_run_on_schedule_as_their_policies_say() {
     ));
     let third = second + SignedDuration::from_secs(60);
     t.set_clock(&forbid, third, 1).await;
-    t.still_jobs(&forbid, &[first], "Forbid: restarted, the Jobs still listing")
-        .await;
+    t.still_jobs(
+        &forbid,
+        &[first],
+        "Forbid: restarted, the Jobs still listing",
+    )
+    .await;
     tokio::time::sleep(SLOW_LIST).await;
     t.still_jobs(&forbid, &[first], "Forbid: restarted, the Jobs listed")
         .await;

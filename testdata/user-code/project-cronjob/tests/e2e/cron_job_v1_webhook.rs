@@ -52,7 +52,7 @@ async fn the_api_server_calls_the_cron_job_webhooks() {
     let bad = serde_json::to_string(&sample(&cluster, "bad", "every minute")).unwrap();
     let (created, _, message) = cluster.try_kubectl(&["create", "-f", "-"], Some(&bad));
     assert!(!created, "the validating webhook admitted a bad schedule");
-    assert!(message.contains("is not a cron schedule"), "{message}");
+    assert!(message.contains("not a cron schedule"), "{message}");
     // +rustbuilder:scaffold:e2e-webhook-checks
     assert!(manager.stop(), "the manager did not exit 0 on SIGTERM");
 }
