@@ -21,10 +21,11 @@ use kube::{CustomResourceExt, ResourceExt};
 use rustbuilder_envtest::TestEnv;
 use rustbuilder_runtime::Manager;
 use rustbuilder_runtime::clock::{Clock, FakeClock};
+use rustbuilder_runtime::conditions;
 use rustbuilder_runtime::testing::{self, eventually};
 
 use project_cronjob::api::v1::{ConcurrencyPolicy, CronJob, CronJobSpec};
-use project_cronjob::controller::cron_job::{SCHEDULED_TIME, parse_schedule};
+use project_cronjob::controller::cron_job::{AVAILABLE, DEGRADED, SCHEDULED_TIME, parse_schedule};
 use project_cronjob::controller::{MANAGER_NAME, cron_job};
 
 const NAMESPACE: &str = "default";
@@ -181,8 +182,9 @@ async fn cron_jobs_run_on_schedule_as_their_policies_say() {
         jobs: Api::namespaced(env.client(), NAMESPACE),
     };
 
-    // A Job at each scheduled time and not before; the status names the last run; the history
-    // keeps one succeeded Job; deleting the CronJob deletes its Jobs.
+    // A Job at each scheduled time and not before; the status names the last run, and the CronJob
+    // is Available (`kubectl wait --for=condition=Available`); the history keeps one succeeded
+    // Job; deleting the CronJob deletes its Jobs.
     let mut spec_one = spec(false);
     spec_one.successful_jobs_history_limit = Some(1);
     let on_time = t.create("on-time", spec_one).await;
@@ -196,7 +198,8 @@ async fn cron_jobs_run_on_schedule_as_their_policies_say() {
     eventually("status.lastScheduleTime", TIMEOUT, async || {
         let status = t.current(&on_time).await.status?;
         let last = status.last_schedule_time.as_ref().map(|t| t.0);
-        (last == Some(first) && status.active.is_none()).then_some(())
+        let available = conditions::is_true(status.conditions.as_deref()?, AVAILABLE);
+        (last == Some(first) && status.active.is_none() && available).then_some(())
     })
     .await;
     t.set_clock(&on_time, second, 1).await;
@@ -232,6 +235,30 @@ async fn cron_jobs_run_on_schedule_as_their_policies_say() {
     t.still_jobs(&suspended, &[], "no Job while suspended")
         .await;
     t.delete(&suspended).await;
+
+    // A schedule that cannot run (the validating webhook refuses it; none runs here): reported as
+    // Degraded, and not retried until the spec changes.
+    let mut invalid_spec = spec(false);
+    invalid_spec.schedule = "61 * * * *".into();
+    let invalid = t.create("invalid", invalid_spec).await;
+    eventually(
+        "Degraded with reason InvalidSchedule",
+        TIMEOUT,
+        async || {
+            let conditions = t.current(&invalid).await.status?.conditions?;
+            let degraded = conditions::find(&conditions, DEGRADED)?;
+            (degraded.status == "True" && degraded.reason == "InvalidSchedule").then_some(())
+        },
+    )
+    .await;
+    let failures = testing::reconciles(&manager, "cronjob", "error");
+    tokio::time::sleep(QUIET).await;
+    assert_eq!(
+        testing::reconciles(&manager, "cronjob", "error"),
+        failures,
+        "an invalid schedule is retried"
+    );
+    t.delete(&invalid).await;
 
     // Forbid: the second run waits for the first, which never ends; status.active names it.
     let mut forbid_spec = spec(true);

@@ -48,11 +48,13 @@ async fn the_api_server_calls_the_cron_job_webhooks() {
         "the defaulting webhook did not set the history limit"
     );
 
-    // Validation: a bad schedule is refused, with the webhook's message.
+    // Validation: a bad schedule is refused as an invalid field, as kubectl shows it.
     let bad = serde_json::to_string(&sample(&cluster, "bad", "every minute")).unwrap();
     let (created, _, message) = cluster.try_kubectl(&["create", "-f", "-"], Some(&bad));
     assert!(!created, "the validating webhook admitted a bad schedule");
-    assert!(message.contains("not a cron schedule"), "{message}");
+    assert!(message.contains("Error from server (Invalid)"), "{message}");
+    let cause = r#"spec.schedule: Invalid value: "every minute": not a cron schedule"#;
+    assert!(message.contains(cause), "{message}");
     // +rustbuilder:scaffold:e2e-webhook-checks
     assert!(manager.stop(), "the manager did not exit 0 on SIGTERM");
 }

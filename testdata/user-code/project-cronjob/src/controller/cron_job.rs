@@ -2,12 +2,15 @@
 // SPDX-License-Identifier: Apache-2.0
 
 //! The `CronJob` controller: starts a Job at each time the schedule names, keeps the history of
-//! finished Jobs within its limits, and reports the running Jobs and the last run in the status.
+//! finished Jobs within its limits, and reports the running Jobs, the last run and the conditions
+//! `Available`, `Progressing` and `Degraded` in the status.
 //!
 //! Every reconcile goes through the same steps: list the CronJob's Jobs (from the shared cache, by
-//! owner), sort them into running, succeeded and failed, write the status, delete the finished Jobs
-//! beyond the history limits, then decide whether a run is due now. It asks to be reconciled again
-//! at the next scheduled time; the time comes from a [`Clock`], which tests replace.
+//! owner), sort them into running, succeeded and failed, work out where the schedule stands, apply
+//! the status, delete the finished Jobs beyond the history limits, then decide whether a run is due
+//! now. It asks to be reconciled again at the next scheduled time; the time comes from a [`Clock`],
+//! which tests replace. A schedule that cannot run is reported, not retried: a change of the spec
+//! wakes the controller.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -18,13 +21,13 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp, tz::TimeZone};
-use kube::api::{Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::api::{PostParams, PropagationPolicy};
 use kube::runtime::controller::Action;
 use kube::{Api, Client, Resource, ResourceExt};
 use rustbuilder_runtime::clock::{Clock, SystemClock, requeue_at};
 use rustbuilder_runtime::events::Events;
 use rustbuilder_runtime::owned::Owned;
-use rustbuilder_runtime::{Manager, children};
+use rustbuilder_runtime::{Manager, apply, children, conditions};
 
 use super::MANAGER_NAME;
 use crate::api::v1::{ConcurrencyPolicy, CronJob, CronJobStatus};
@@ -41,6 +44,13 @@ pub const SCHEDULED_TIME: &str = "batch.tutorial.kubebuilder.io/scheduled-at";
 /// How many missed runs the controller looks back over before giving up on a schedule (a CronJob
 /// created long ago, or a clock set far back, would otherwise make it walk through years of runs).
 pub const MAX_MISSED_RUNS: usize = 100;
+
+/// The conditions the status reports: whether the CronJob runs on its schedule, whether one of its
+/// Jobs is running, and whether something needs a look (its last Job failed, or its schedule cannot
+/// run).
+pub const AVAILABLE: &str = "Available";
+pub const PROGRESSING: &str = "Progressing";
+pub const DEGRADED: &str = "Degraded";
 
 /// The history limits when the spec names none (the defaulting webhook writes the same).
 pub const DEFAULT_SUCCESSFUL_JOBS_HISTORY_LIMIT: i32 = 3;
@@ -83,33 +93,26 @@ pub async fn run_with_clock(manager: Manager, clock: Arc<dyn Clock>) {
 /// Brings the Jobs of one CronJob in line with its schedule and policies.
 pub async fn reconcile(cron_job: Arc<CronJob>, ctx: Arc<Context>) -> Result<Action> {
     let cron_job = cron_job.as_ref();
-    let name = cron_job.name_any();
     let namespace = cron_job
         .namespace()
         .ok_or_else(|| Error::InvalidObject("the CronJob has no namespace".into()))?;
     let now = ctx.clock.now();
+    let api = Api::<CronJob>::namespaced(ctx.client.clone(), &namespace);
 
-    // 1. The Jobs, sorted by how they ended; the status says which still run and when the last began.
+    // 1. The Jobs, sorted by how they ended, and where the schedule stands: the status reports both.
     let jobs = Jobs::sort(ctx.jobs.children_of(cron_job));
-    let status = CronJobStatus {
-        active: (!jobs.active.is_empty())
-            .then(|| jobs.active.iter().map(|job| reference(job)).collect()),
-        last_schedule_time: jobs.last_scheduled.map(Time),
-        conditions: cron_job.status.as_ref().and_then(|s| s.conditions.clone()),
-    };
-    if cron_job.status.as_ref() != Some(&status) {
-        // A merge patch naming each field, so that one now empty (`active: null`) goes away.
-        let patch = serde_json::json!({ "status": {
-            "active": status.active,
-            "lastScheduleTime": status.last_schedule_time,
-        } });
-        let api = Api::<CronJob>::namespaced(ctx.client.clone(), &namespace);
-        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
-    }
+    let spec = &cron_job.spec;
+    let since = jobs
+        .last_scheduled
+        .or_else(|| cron_job.metadata.creation_timestamp.as_ref().map(|t| t.0))
+        .unwrap_or(now);
+    let runs = parse_schedule(&spec.schedule)
+        .map_err(|e| Unschedulable::invalid(format!("spec.schedule: {e}")))
+        .and_then(|schedule| runs(&schedule, since, now, spec.starting_deadline_seconds));
+    let status = status(cron_job, &jobs, runs.as_ref().err());
+    apply::status(&api, cron_job, &status, MANAGER_NAME).await?;
 
     // 2. Finished Jobs beyond the history limits go, oldest first, their Pods with them.
-    let spec = &cron_job.spec;
     let keep_succeeded = spec
         .successful_jobs_history_limit
         .unwrap_or(DEFAULT_SUCCESSFUL_JOBS_HISTORY_LIMIT);
@@ -120,18 +123,20 @@ pub async fn reconcile(cron_job: Arc<CronJob>, ctx: Arc<Context>) -> Result<Acti
     old.extend(beyond_limit(&jobs.failed, keep_failed));
     children::delete(&ctx.client, &old, PropagationPolicy::Background).await?;
 
-    // 3. A suspended CronJob starts nothing; a change of the spec will wake it.
+    // 3. A suspended CronJob starts nothing, nor one whose schedule cannot run (its status says
+    // why, and retrying would not help): a change of the spec will wake it.
     if spec.suspend == Some(true) {
         return Ok(Action::await_change());
     }
-    let schedule = parse_schedule(&spec.schedule)
-        .map_err(|e| Error::InvalidObject(format!("spec.schedule: {e}")))?;
-    let since = jobs
-        .last_scheduled
-        .or_else(|| cron_job.metadata.creation_timestamp.as_ref().map(|t| t.0))
-        .unwrap_or(now);
-    let runs = runs(&schedule, since, now, spec.starting_deadline_seconds)
-        .map_err(|e| Error::InvalidObject(format!("spec.schedule: {e}")))?;
+    let runs = match runs {
+        Ok(runs) => runs,
+        Err(problem) => {
+            let reason = problem.reason;
+            ctx.events
+                .warning(cron_job, reason, "Schedule", &problem.message);
+            return Ok(Action::await_change());
+        }
+    };
     let next = requeue_at(runs.next, ctx.clock.as_ref());
     let Some(due) = runs.missed else {
         // Nothing due yet: come back at the next scheduled time.
@@ -152,17 +157,127 @@ pub async fn reconcile(cron_job: Arc<CronJob>, ctx: Arc<Context>) -> Result<Acti
         _ => {}
     }
     let job = build_job(cron_job, due)?;
-    let api = Api::<Job>::namespaced(ctx.client.clone(), &namespace);
-    match api.create(&PostParams::default(), &job).await {
+    let jobs_api = Api::<Job>::namespaced(ctx.client.clone(), &namespace);
+    match jobs_api.create(&PostParams::default(), &job).await {
         Ok(job) => {
             let note = format!("Created Job {} for {due}", job.name_any());
             ctx.events.normal(cron_job, "JobCreated", "Schedule", &note);
         }
         // Created by an earlier reconcile the cache had not seen yet.
         Err(kube::Error::Api(status)) if status.code == 409 => {}
-        Err(error) => return Err(error.into()),
+        // Reported, then retried with backoff.
+        Err(error) => {
+            let mut failed = status;
+            let message = format!("cannot create Job {}: {error}", job.name_any());
+            let generation = cron_job.metadata.generation;
+            let degraded =
+                conditions::new(DEGRADED, true, "JobCreationFailed", message, generation);
+            conditions::set(failed.conditions.get_or_insert_default(), degraded);
+            apply::status(&api, cron_job, &failed, MANAGER_NAME).await?;
+            return Err(error.into());
+        }
     }
     Ok(next)
+}
+
+/// The status of `cron_job` with `jobs`: the running Jobs, the last run, and the conditions, whose
+/// transition times stay as they were while their status does not change. `unschedulable` says why
+/// the schedule cannot run, if it cannot.
+pub fn status(
+    cron_job: &CronJob,
+    jobs: &Jobs,
+    unschedulable: Option<&Unschedulable>,
+) -> CronJobStatus {
+    let generation = cron_job.metadata.generation;
+    let condition = |type_, status, reason: &str, message: String| {
+        conditions::new(type_, status, reason, message, generation)
+    };
+    let running = jobs.active.len();
+    let available = match unschedulable {
+        Some(problem) => condition(AVAILABLE, false, problem.reason, problem.message.clone()),
+        None if cron_job.spec.suspend == Some(true) => condition(
+            AVAILABLE,
+            false,
+            "Suspended",
+            "suspended: no run starts until spec.suspend is false".into(),
+        ),
+        None if running > 0 => condition(
+            AVAILABLE,
+            true,
+            "JobsActive",
+            format!("{running} Job(s) running"),
+        ),
+        None => condition(
+            AVAILABLE,
+            true,
+            "AllJobsCompleted",
+            "no Job running: the next starts on schedule".into(),
+        ),
+    };
+    let progressing = if running > 0 {
+        condition(
+            PROGRESSING,
+            true,
+            "JobsActive",
+            format!("{running} Job(s) running"),
+        )
+    } else {
+        condition(PROGRESSING, false, "NoJobsActive", "no Job running".into())
+    };
+    // The last Job to finish tells the health: an old failure followed by successes is history.
+    let last_finished = jobs.succeeded.last().into_iter().chain(jobs.failed.last());
+    let last_finished = last_finished.max_by_key(|job| scheduled_time(job));
+    let degraded = match (unschedulable, last_finished) {
+        (Some(problem), _) => condition(DEGRADED, true, problem.reason, problem.message.clone()),
+        (None, Some(job)) if finished(job) == Some(false) => condition(
+            DEGRADED,
+            true,
+            "LastJobFailed",
+            format!("Job {} failed", job.name_any()),
+        ),
+        (None, Some(job)) => condition(
+            DEGRADED,
+            false,
+            "LastJobSucceeded",
+            format!("Job {} succeeded", job.name_any()),
+        ),
+        (None, None) => condition(
+            DEGRADED,
+            false,
+            "NoJobFinished",
+            "no Job finished yet".into(),
+        ),
+    };
+    let mut kept = cron_job
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    for condition in [available, progressing, degraded] {
+        conditions::set(&mut kept, condition);
+    }
+    CronJobStatus {
+        active: (!jobs.active.is_empty())
+            .then(|| jobs.active.iter().map(|job| reference(job)).collect()),
+        last_schedule_time: jobs.last_scheduled.map(Time),
+        conditions: Some(kept),
+    }
+}
+
+/// Why a CronJob cannot run on its schedule: the reason its conditions give, and what to do.
+#[derive(Debug, PartialEq)]
+pub struct Unschedulable {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl Unschedulable {
+    fn invalid(message: String) -> Self {
+        Unschedulable {
+            reason: "InvalidSchedule",
+            message,
+        }
+    }
 }
 
 /// A CronJob's Jobs by state, and the latest scheduled time any of them ran for.
@@ -224,7 +339,7 @@ fn reference(job: &Job) -> ObjectReference {
         name: job.metadata.name.clone(),
         namespace: job.metadata.namespace.clone(),
         uid: job.metadata.uid.clone(),
-        resource_version: job.metadata.resource_version.clone(),
+        // No resourceVersion: the status would change with every change of a running Job.
         ..Default::default()
     }
 }
@@ -262,7 +377,7 @@ pub fn runs(
     since: Timestamp,
     now: Timestamp,
     starting_deadline_seconds: Option<i64>,
-) -> Result<Runs, String> {
+) -> Result<Runs, Unschedulable> {
     let mut earliest = since;
     // A deadline reaching back past the earliest time there is hides nothing (no overflow).
     if let Some(deadline) = starting_deadline_seconds
@@ -279,13 +394,18 @@ pub fn runs(
         }
         count += 1;
         if count > MAX_MISSED_RUNS {
-            return Err(format!(
-                "more than {MAX_MISSED_RUNS} runs missed since {earliest}: check the clock, or set a startingDeadlineSeconds"
-            ));
+            return Err(Unschedulable {
+                reason: "TooManyMissedRuns",
+                message: format!(
+                    "more than {MAX_MISSED_RUNS} runs missed since {earliest}: check the clock, or set a startingDeadlineSeconds"
+                ),
+            });
         }
         missed = Some(at);
     }
-    Err("the schedule names no time in the future".into())
+    Err(Unschedulable::invalid(
+        "spec.schedule names no time in the future".into(),
+    ))
 }
 
 /// The Job of `cron_job`'s run at `scheduled`: the template's, named after the CronJob and the
@@ -407,7 +527,11 @@ mod tests {
         let since = at("2026-01-01T00:00:00Z");
         assert!(runs(&every_minute, since, at("2026-01-01T01:40:00Z"), None).is_ok());
         let error = runs(&every_minute, since, at("2026-01-01T01:41:00Z"), None).unwrap_err();
-        assert!(error.contains("more than 100 runs missed"), "{error}");
+        assert_eq!(error.reason, "TooManyMissedRuns");
+        assert!(
+            error.message.contains("more than 100 runs missed"),
+            "{error:?}"
+        );
         // A deadline bounds how far back the controller looks.
         assert!(runs(&every_minute, since, at("2026-01-02T00:00:00Z"), Some(600)).is_ok());
     }
@@ -445,6 +569,53 @@ mod tests {
         assert_eq!(names(&beyond_limit(&jobs.succeeded, 1)), ["a"]);
         assert!(beyond_limit(&jobs.failed, 1).is_empty());
         assert_eq!(names(&beyond_limit(&jobs.failed, 0)), ["f"]);
+    }
+
+    #[test]
+    fn conditions_follow_the_jobs_and_the_schedule() {
+        let cron_job = CronJob::new("nightly", Default::default());
+        let verdict = |status: &CronJobStatus| {
+            let conditions = status.conditions.as_deref().unwrap_or_default();
+            [AVAILABLE, PROGRESSING, DEGRADED].map(|type_| {
+                let c = conditions::find(conditions, type_).expect(type_);
+                format!("{}={} {}", c.type_, c.status, c.reason)
+            })
+        };
+        let running = Jobs::sort(vec![
+            job("f", "2026-01-01T00:00:00Z", Some("Failed")),
+            job("c", "2026-01-01T00:05:00Z", Some("Complete")),
+            job("r", "2026-01-01T00:10:00Z", None),
+        ]);
+        assert_eq!(
+            verdict(&status(&cron_job, &running, None)),
+            [
+                "Available=True JobsActive",
+                "Progressing=True JobsActive",
+                "Degraded=False LastJobSucceeded"
+            ]
+        );
+        let failed = Jobs::sort(vec![
+            job("c", "2026-01-01T00:00:00Z", Some("Complete")),
+            job("f", "2026-01-01T00:05:00Z", Some("Failed")),
+        ]);
+        assert_eq!(
+            verdict(&status(&cron_job, &failed, None)),
+            [
+                "Available=True AllJobsCompleted",
+                "Progressing=False NoJobsActive",
+                "Degraded=True LastJobFailed"
+            ]
+        );
+        let invalid = Unschedulable::invalid("spec.schedule: bad".into());
+        let status = status(&cron_job, &Jobs::default(), Some(&invalid));
+        assert_eq!(
+            verdict(&status),
+            [
+                "Available=False InvalidSchedule",
+                "Progressing=False NoJobsActive",
+                "Degraded=True InvalidSchedule"
+            ]
+        );
     }
 
     #[test]
