@@ -21,10 +21,14 @@ CACHE_LIMIT_MB ?= 25000
 RUSTBUILDER := $(CARGO_TARGET_DIR)/debug/rustbuilder
 
 # Each step of `make test` ends with a line saying how long it took, so CI's log shows where the time goes:
-# a step's recipe starts with $(step-start) and ends with $(step-end).
+# a step's recipe starts with $(step-start) and ends with $(step-end). The steps' times and the test
+# binaries' (hack/test-binaries.py, the golden projects) are logged too, and `make test` ends with the
+# slowest of each, so a regression shows the day it lands.
 STEP_TIMES := bin/step-times
+export TEST_TIMES_LOG := $(CURDIR)/$(STEP_TIMES)/binaries.log
 step-start = @mkdir -p $(STEP_TIMES) && date +%s > $(STEP_TIMES)/$@
-step-end = @echo "==> $@: $$(( $$(date +%s) - $$(cat $(STEP_TIMES)/$@) ))s (ended $$(date -u +%T) UTC)"
+step-end = @took=$$(( $$(date +%s) - $$(cat $(STEP_TIMES)/$@) )); \
+  echo "==> $@: $${took}s (ended $$(date -u +%T) UTC)"; echo "$$took $@" >> $(STEP_TIMES)/steps.log
 ENVTEST_K8S_VERSION ?= 1.36.3
 TESTDATA := testdata/project-basic testdata/project testdata/project-multigroup testdata/project-webhooks testdata/project-cronjob
 
@@ -61,10 +65,13 @@ lint: ## Check formatting, clippy and rustdoc for the CLI and the runtime crates
 .PHONY: test
 test: test-start prune-cache build lint test-cli test-package test-runtime verify-testdata test-testdata test-helm test-docs test-drills ## Run every test: CLI, runtime crates, their packages, golden projects, their own tests on a real control plane, the Helm chart, fault drills.
 	@echo "==> make test: $$(( $$(date +%s) - $$(cat $(STEP_TIMES)/test-start) ))s in all"
+	@echo "==> the slowest steps (seconds):"; { cat $(STEP_TIMES)/steps.log 2>/dev/null || true; } | sort -rn | awk 'NR <= 5 { print "      " $$0 }'
+	@echo "==> the slowest test binaries (seconds):"; { cat $(TEST_TIMES_LOG) 2>/dev/null || true; } | sort -rn | awk 'NR <= 5 { print "      " $$0 }'
 
 .PHONY: test-start
 test-start:
 	$(step-start)
+	@rm -f $(STEP_TIMES)/steps.log $(TEST_TIMES_LOG)
 
 .PHONY: prune-cache
 prune-cache: ## Empty a shared debug target dir that has grown past CACHE_LIMIT_MB.
@@ -157,7 +164,8 @@ $(PROJECT_TESTS): %/.test:
 	@echo "==> $*"; start=$$(date +%s); \
 	env -u KUBEBUILDER_ASSETS PATH="$(NO_RUSTBUILDER_PATH)" \
 	  $(MAKE) -j1 -C $* lint test test-e2e CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR); \
-	echo "==> $*: $$(( $$(date +%s) - start ))s"
+	took=$$(( $$(date +%s) - start )); echo "==> $*: $${took}s"; \
+	mkdir -p $(dir $(TEST_TIMES_LOG)) && echo "$$took $* (make lint test test-e2e)" >> $(TEST_TIMES_LOG)
 
 # helm, built from Go modules like the control plane (minutes the first time), cached by version outside
 # the clone; the lock lets parallel runs share one build.

@@ -138,6 +138,13 @@ def main():
     except OSError as error:
         print(f"test-binaries: could not record the durations: {error}", file=sys.stderr)
 
+    # `make test` ends with the slowest binaries of all its steps: each step appends its own.
+    times_log = os.environ.get("TEST_TIMES_LOG")
+    if times_log:
+        Path(times_log).parent.mkdir(parents=True, exist_ok=True)
+        with open(times_log, "a") as log:
+            log.writelines(f"{seconds:.0f} {name}\n" for name, seconds, _ in results)
+
     failed = [name for name, _, code in results if code != 0]
     total = time.monotonic() - started
     print(f"==> {len(results)} test binaries, {args.jobs} at a time: {total:.0f}s; "
