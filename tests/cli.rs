@@ -162,6 +162,27 @@ fn init_and_create_api_scaffold_the_tutorial_layout() {
     );
     let crds = std::fs::read_to_string(dir.path().join("config/crd/kustomization.yaml")).unwrap();
     assert!(crds.contains("- bases/cache.example.com_memcacheds.yaml"));
+
+    // The files for people and tools around the code: a dev container whose JSON parses and whose
+    // script exists, AGENTS.md, and `make lint-fix`.
+    let devcontainer = read(dir.path(), ".devcontainer/devcontainer.json");
+    let devcontainer: serde_json::Value = serde_json::from_str(&devcontainer).unwrap();
+    assert_eq!(devcontainer["name"], "memcached-operator");
+    let command = devcontainer["onCreateCommand"].as_str().unwrap();
+    let script = command.strip_prefix("bash ").unwrap();
+    assert!(read(dir.path(), script).contains("make setup-envtest"));
+    assert!(read(dir.path(), "AGENTS.md").contains("make manifests"));
+    let make = Command::new("make")
+        .args(["-n", "lint-fix"])
+        .current_dir(dir.path())
+        .output()
+        .expect("make runs");
+    let planned = String::from_utf8_lossy(&make.stdout);
+    assert!(make.status.success(), "{}", stderr(&make));
+    assert!(
+        planned.contains("clippy --fix") && planned.contains("fmt"),
+        "{planned}"
+    );
 }
 
 #[test]

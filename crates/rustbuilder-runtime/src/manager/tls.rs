@@ -36,11 +36,19 @@ pub enum CertSource {
     },
 }
 
+/// rustls' `ring` provider, the one kube's client uses. rustls 0.23.48 deprecates it for its lack of
+/// post-quantum key exchange; the provider that has it (aws-lc-rs) needs cmake and a C toolchain to
+/// build, which an operator's image build should not. Served here: the manager's own endpoints.
+#[allow(deprecated)]
+fn ring_provider() -> CryptoProvider {
+    ring::default_provider()
+}
+
 /// A TLS acceptor for HTTP/1.1 with the certificate from `source`. For files, also starts a task that
 /// swaps in a new certificate when the files change (a broken update keeps the old one), until the
 /// acceptor is dropped.
 pub fn acceptor(source: CertSource) -> Result<TlsAcceptor, Error> {
-    let provider = Arc::new(ring::default_provider());
+    let provider = Arc::new(ring_provider());
     let certified = match &source {
         CertSource::SelfSigned(names) => self_signed(names, &provider)?,
         CertSource::Files { cert, key } => load(cert, key, &provider)?,
