@@ -799,9 +799,21 @@ fn check_conversion(
 }
 
 /// The manifests every webhook needs, once per project: `config/webhook/`, `config/certmanager/` and the
-/// `config/default` entries that deploy them.
+/// `config/default` entries that deploy them, and the network policy that admits the API server's calls.
 fn wire_config(plan: &mut Plan, admission: bool) -> Result<()> {
     const DEFAULT: &str = "config/default/kustomization.yaml";
+    const POLICIES: &str = "config/network-policy/kustomization.yaml";
+    // Projects scaffolded before the policy existed have no marker for it: they go without.
+    let has_policies_marker = plan
+        .contents(POLICIES)?
+        .is_some_and(|text| text.contains("+rustbuilder:scaffold:network-policies"));
+    if has_policies_marker {
+        plan.insert(Insertion {
+            path: POLICIES,
+            marker: "network-policies",
+            fragment: "- allow-webhook-traffic.yaml".to_string(),
+        })?;
+    }
     plan.insert(Insertion {
         path: DEFAULT,
         marker: "webhookresources",

@@ -7,7 +7,7 @@
 //! does the same for the `status` subresource.
 //!
 //! "Would change nothing" is decided as the API server merges ([`Comparison`]), by the kind's
-//! [`schema`](crate::schema) as the API server publishes it: lists by their list type (an atomic
+//! [`schema`] as the API server publishes it: lists by their list type (an atomic
 //! list such as `tolerations` with a foreign item, or a map list such as `env` in another order, is a
 //! difference), atomic maps and structs (`nodeSelector`, a `LabelSelector`) whole, and, when the
 //! current object carries this field manager's `managedFields` entry (the caches keep it), a field

@@ -88,6 +88,7 @@ async fn deploy_path(operator: &Path, isolated: bool) {
     // `make deploy`: kustomize, the image set, server-side apply.
     let rendered = render(&env);
     let applied = apply(&env, &rendered);
+    webhook_policies_are_accepted(&env);
     let one = |kind: &str, name_suffix: &str| -> Value {
         let found: Vec<&Value> = applied
             .iter()
@@ -352,6 +353,27 @@ fn render(env: &TestEnv) -> String {
     );
     assert!(yaml.contains("image: controller:latest"), "{yaml}");
     yaml.replace("image: controller:latest", &format!("image: {IMG}"))
+}
+
+/// The network policies of a project with webhooks (the metrics one and the one admitting the API
+/// server's webhook calls), as `kubectl kustomize` renders them, accepted by the API server: a
+/// server-side dry run, in `default` (the project's namespace is not there).
+fn webhook_policies_are_accepted(env: &TestEnv) {
+    let policies = Path::new(PROJECT).with_file_name("project-webhooks/config/network-policy");
+    let yaml = kubectl_ok(env.kubectl().arg("kustomize").arg(&policies), None);
+    assert!(yaml.contains("name: allow-webhook-traffic"), "{yaml}");
+    assert_eq!(yaml.matches("namespace: system").count(), 2, "{yaml}");
+    let yaml = yaml.replace("namespace: system", "namespace: default");
+    let out = kubectl_ok(
+        env.kubectl().args(["apply", "--dry-run=server", "-f", "-"]),
+        Some(&yaml),
+    );
+    assert!(
+        out.contains(
+            "networkpolicy.networking.k8s.io/allow-webhook-traffic created (server dry run)"
+        ),
+        "{out}"
+    );
 }
 
 /// `kubectl apply --server-side`; the objects as the API server stored them.

@@ -213,6 +213,24 @@ async fn cron_jobs_run_on_schedule_as_their_policies_say() {
     t.eventually_jobs(&on_time, &[], "the Jobs deleted with their CronJob")
         .await;
 
+    // No history (a limit of 0): the run's Job goes once it succeeded, and the status keeps the time,
+    // so the same run does not start again.
+    let mut no_history_spec = spec(false);
+    no_history_spec.successful_jobs_history_limit = Some(0);
+    let no_history = t.create("no-history", no_history_spec).await;
+    let (first, _) = first_runs(&no_history);
+    t.set_clock(&no_history, first, 1).await;
+    eventually("the run's Job, finished and deleted", TIMEOUT, async || {
+        let status = t.current(&no_history).await.status?;
+        let ran = status.last_schedule_time.map(|t| t.0) == Some(first);
+        (ran && t.job_times(&no_history).await.is_empty()).then_some(())
+    })
+    .await;
+    t.set_clock(&no_history, first, 2).await;
+    t.still_jobs(&no_history, &[], "the same run started again")
+        .await;
+    t.delete(&no_history).await;
+
     // A run missed by more than startingDeadlineSeconds is skipped.
     let mut late_spec = spec(false);
     late_spec.starting_deadline_seconds = Some(10);

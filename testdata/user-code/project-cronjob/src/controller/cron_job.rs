@@ -28,6 +28,7 @@ use rustbuilder_runtime::clock::{Clock, SystemClock, requeue_at};
 use rustbuilder_runtime::events::Events;
 use rustbuilder_runtime::owned::Owned;
 use rustbuilder_runtime::{Manager, apply, children, conditions};
+use tracing::info;
 
 use super::MANAGER_NAME;
 use crate::api::v1::{ConcurrencyPolicy, CronJob, CronJobStatus};
@@ -35,6 +36,7 @@ use crate::{Error, Result};
 
 // +rustbuilder:rbac:groups=batch.tutorial.kubebuilder.io,resources=cronjobs,verbs=get;list;watch
 // +rustbuilder:rbac:groups=batch.tutorial.kubebuilder.io,resources=cronjobs/status,verbs=get;patch
+// +rustbuilder:rbac:groups=batch.tutorial.kubebuilder.io,resources=cronjobs/finalizers,verbs=update
 // +rustbuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +rustbuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -102,8 +104,7 @@ pub async fn reconcile(cron_job: Arc<CronJob>, ctx: Arc<Context>) -> Result<Acti
     // 1. The Jobs, sorted by how they ended, and where the schedule stands: the status reports both.
     let jobs = Jobs::sort(ctx.jobs.children_of(cron_job));
     let spec = &cron_job.spec;
-    let since = jobs
-        .last_scheduled
+    let since = last_run(cron_job, &jobs)
         .or_else(|| cron_job.metadata.creation_timestamp.as_ref().map(|t| t.0))
         .unwrap_or(now);
     let runs = parse_schedule(&spec.schedule)
@@ -121,7 +122,12 @@ pub async fn reconcile(cron_job: Arc<CronJob>, ctx: Arc<Context>) -> Result<Acti
         .unwrap_or(DEFAULT_FAILED_JOBS_HISTORY_LIMIT);
     let mut old = beyond_limit(&jobs.succeeded, keep_succeeded);
     old.extend(beyond_limit(&jobs.failed, keep_failed));
-    children::delete(&ctx.client, &old, PropagationPolicy::Background).await?;
+    if let Err(error) = children::delete(&ctx.client, &old, PropagationPolicy::Background).await {
+        // The history is kept best effort: a Job that could not go is tried again at the next
+        // reconcile, and a due run does not wait for it.
+        let note = format!("Could not delete old Jobs: {error}");
+        ctx.events.warning(cron_job, "PruneFailed", "Prune", &note);
+    }
 
     // 3. A suspended CronJob starts nothing, nor one whose schedule cannot run (its status says
     // why, and retrying would not help): a change of the spec will wake it.
@@ -148,6 +154,7 @@ pub async fn reconcile(cron_job: Arc<CronJob>, ctx: Arc<Context>) -> Result<Acti
     match spec.concurrency_policy {
         ConcurrencyPolicy::Forbid if !jobs.active.is_empty() => {
             let note = format!("Skipped the run of {due}: a Job still runs");
+            info!(cronjob = %cron_job.name_any(), %due, "run skipped: a Job still runs");
             ctx.events.normal(cron_job, "RunSkipped", "Schedule", &note);
             return Ok(next);
         }
@@ -161,6 +168,7 @@ pub async fn reconcile(cron_job: Arc<CronJob>, ctx: Arc<Context>) -> Result<Acti
     match jobs_api.create(&PostParams::default(), &job).await {
         Ok(job) => {
             let note = format!("Created Job {} for {due}", job.name_any());
+            info!(cronjob = %cron_job.name_any(), job = %job.name_any(), %due, "Job created");
             ctx.events.normal(cron_job, "JobCreated", "Schedule", &note);
         }
         // Created by an earlier reconcile the cache had not seen yet.
@@ -259,9 +267,19 @@ pub fn status(
     CronJobStatus {
         active: (!jobs.active.is_empty())
             .then(|| jobs.active.iter().map(|job| reference(job)).collect()),
-        last_schedule_time: jobs.last_scheduled.map(Time),
+        last_schedule_time: last_run(cron_job, jobs).map(Time),
         conditions: Some(kept),
     }
+}
+
+/// When the last run was scheduled: by its Job, or by the status once its Job is gone (a history
+/// limit of 0 deletes it at once; the same run must not start again).
+fn last_run(cron_job: &CronJob, jobs: &Jobs) -> Option<Timestamp> {
+    let recorded = cron_job
+        .status
+        .as_ref()
+        .and_then(|s| s.last_schedule_time.as_ref());
+    jobs.last_scheduled.max(recorded.map(|t| t.0))
 }
 
 /// Why a CronJob cannot run on its schedule: the reason its conditions give, and what to do.
@@ -412,9 +430,11 @@ pub fn runs(
 /// time (the same run always gets the same name, so it cannot start twice), owned by the CronJob.
 pub fn build_job(cron_job: &CronJob, scheduled: Timestamp) -> Result<Job> {
     let name = cron_job.name_any();
-    let owner = cron_job
+    let mut owner = cron_job
         .controller_owner_ref(&())
         .ok_or_else(|| Error::InvalidObject(format!("{name} has no uid: not read from the API")))?;
+    // The garbage collector's foreground deletion of the CronJob waits for its Jobs.
+    owner.block_owner_deletion = Some(true);
     let template = &cron_job.spec.job_template;
     let template_meta = template.metadata.clone().unwrap_or_default();
     let mut labels: BTreeMap<String, String> = template_meta.labels.unwrap_or_default();
@@ -628,5 +648,6 @@ mod tests {
         assert_eq!(scheduled_time(&job), Some(at("2026-01-01T00:05:00Z")));
         assert_eq!(job.labels()["app.kubernetes.io/managed-by"], MANAGER_NAME);
         assert_eq!(job.owner_references()[0].uid, "0000-1111");
+        assert_eq!(job.owner_references()[0].block_owner_deletion, Some(true));
     }
 }
