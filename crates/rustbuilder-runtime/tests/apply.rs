@@ -445,7 +445,8 @@ struct GadgetStatus {
 
 /// A custom resource merges by its CRD: another manager's item of a map list leaves the object
 /// converged (no write). Its status compares by ownership: a status field the manager stops setting
-/// is removed.
+/// is removed. (The map list held before the schema was read too, the manager's managed-fields entry
+/// telling its type; the status did not: the phase stayed.)
 #[tokio::test]
 async fn custom_resources_merge_by_their_crd_and_status_by_ownership() {
     let env = TestEnv::builder().crd(Gadget::crd()).start().await;
