@@ -75,7 +75,7 @@ pub struct Args {
     pub output_dir: Option<String>,
     /// The license of the files written from now on: their header in `hack/boilerplate.rs.txt`.
     #[arg(long, value_enum)]
-    pub license: Option<super::init::License>,
+    pub license: Option<super::license::License>,
     /// The copyright owner in the header of the files written from now on.
     #[arg(long)]
     pub owner: Option<String>,
@@ -146,7 +146,8 @@ pub fn run(args: Args) -> Result<()> {
         return edit_namespaced(&args.project.dir, namespaced);
     }
     if args.license.is_some() || args.owner.is_some() || args.license_file.is_some() {
-        let (license, header) = super::init::header_of(args.license, args.license_file.as_deref())?;
+        let (license, header) =
+            super::license::header_of(args.license, args.license_file.as_deref())?;
         let plan = rust::edit_license(&args.project.dir, license, args.owner, header)?;
         let changed = plan.apply()?;
         if changed.is_empty() {

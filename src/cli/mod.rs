@@ -11,6 +11,7 @@ pub mod create_webhook;
 pub mod edit;
 pub mod envtest;
 pub mod init;
+pub mod license;
 pub mod manifests;
 pub mod plugin_keys;
 
