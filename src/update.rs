@@ -15,6 +15,8 @@ use anyhow::{Context as _, Result, bail};
 use crate::project::{self, Project};
 use crate::scaffold::{IfExists, Plan};
 
+pub mod branch;
+
 /// The version of this rustbuilder: the scaffold a project moves to.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -480,6 +482,33 @@ fn check_clean(dir: &Path) -> Result<()> {
             "the project has uncommitted changes:\n{shown}{more}\n\
              help: commit or stash them first: `alpha update` writes into the working tree, and `git restore` must be able to undo it"
         );
+    }
+    Ok(())
+}
+
+/// The version that scaffolded the project as `run` will take it, if known, without running anything
+/// but `--from-binary`'s `--version`.
+fn scaffolded_by(options: &Options) -> Result<Option<String>> {
+    if let Some(binary) = &options.from_binary {
+        return binary_version(binary).map(Some);
+    }
+    if options.from_version.is_some() {
+        return Ok(options.from_version.clone());
+    }
+    Ok(Project::load(&options.dir)?.cli_version)
+}
+
+/// Takes back what a merge wrote into a tree that was clean before it (see [`check_clean`]).
+fn undo(dir: &Path) -> Result<()> {
+    for args in [&["checkout", "--", "."][..], &["clean", "-fdq", "--", "."]] {
+        let output = git(dir, args)?;
+        if !output.status.success() {
+            bail!(
+                "`git {}` failed while undoing the update: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
+        }
     }
     Ok(())
 }

@@ -545,6 +545,31 @@ fn alpha_update_refuses_bad_input_and_changes_nothing() {
         &no_cache,
         &["`../0.0.9` is not a rustbuilder version"],
     );
+    // Kubebuilder's branch flags, checked before anything is touched.
+    let branch_refusals: [(&[&str], &str); 5] = [
+        (
+            &["--to-version", "9.9.9"],
+            "it updates a project to its own scaffold, not to 9.9.9",
+        ),
+        (&["--open-gh-issue"], "help: add `--push`"),
+        (
+            &["--from-branch", "nowhere"],
+            "there is no branch `nowhere`",
+        ),
+        (
+            &["--output-branch", "no..dots"],
+            "`no..dots` is not a valid branch name",
+        ),
+        (
+            &["--git-config", "oops"],
+            "`--git-config oops` is not `key=value`",
+        ),
+    ];
+    for (flags, expected) in branch_refusals {
+        let mut args = update.to_vec();
+        args.extend_from_slice(flags);
+        refused(d, &args, &[], &[expected]);
+    }
 
     // Not a git repository.
     std::fs::remove_dir_all(d.join(".git")).unwrap();
@@ -833,6 +858,11 @@ done
 fn with_workflow_and_origin(d: &Path) -> (tempfile::TempDir, String) {
     ok(d, &["edit", "--plugins", "autoupdate/v1-alpha"]);
     commit(d, "Add the auto-update workflow");
+    with_origin(d)
+}
+
+/// A bare repository as `origin`, holding the current branch; returns it and the branch's name.
+fn with_origin(d: &Path) -> (tempfile::TempDir, String) {
     let origin = tempfile::tempdir().unwrap();
     git(origin.path(), &["init", "-q", "--bare"]);
     git(
@@ -965,4 +995,182 @@ fn the_auto_update_workflow_opens_an_issue_when_the_update_conflicts() {
     assert!(!log.contains("gh pr create"), "{log}");
     let main = git(origin.path(), &["show", &format!("{branch}:src/main.rs")]);
     assert!(main.contains("<<<<<<< ours\n"), "{main}");
+}
+
+/// A fake `gh` for a test: records its arguments in `gh.log` and prints an issue's address.
+fn fake_gh(bin: &Path) {
+    let gh = bin.join("gh");
+    let log = bin.join("gh.log");
+    std::fs::write(
+        &gh,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$@\" >> '{}'\necho https://github.com/example/memcached-operator/issues/7\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&gh, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
+#[test]
+fn an_update_on_a_branch_is_committed_there_pushed_and_opened_for_review() {
+    let dir = old_project();
+    let d = dir.path();
+    edit(d, "Makefile", MAKEFILE_EDIT.0, MAKEFILE_EDIT.1);
+    commit(d, "Our operator");
+    let (origin, base) = with_origin(d);
+    let base_commit = git(d, &["rev-parse", "HEAD"]);
+    let bin = tempfile::tempdir().unwrap();
+    fake_gh(bin.path());
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let older = older();
+    let update = [
+        "alpha",
+        "update",
+        "--from-binary",
+        older.to_str().unwrap(),
+        "--to-version",
+        NEW_VERSION,
+        "--push",
+        "--open-gh-issue",
+        "--show-commits",
+        "--restore-path",
+        ".github/workflows",
+        "--git-config",
+        "merge.renameLimit=999999",
+    ];
+    let mut command = Command::new(env!("CARGO_BIN_EXE_rustbuilder"));
+    command.args(update);
+    isolated(&mut command, d);
+    let output = command.env("PATH", &path).output().unwrap();
+    let message = stderr(&output);
+    assert!(output.status.success(), "{message}");
+    let branch = format!("rustbuilder-update-from-{OLD_VERSION}-to-{NEW_VERSION}");
+    for text in [
+        format!(
+            "Committed the update from rustbuilder {OLD_VERSION} to {NEW_VERSION} on the branch `{branch}` (2 commits on `{base}`)"
+        ),
+        format!("Pushed `{branch}` to origin"),
+        "Opened the review issue https://github.com/example/memcached-operator/issues/7"
+            .to_string(),
+    ] {
+        assert!(message.contains(&text), "{text:?} in:\n{message}");
+    }
+    // On the new branch, committed and clean; the base branch as it was.
+    assert_eq!(git(d, &["branch", "--show-current"]).trim(), branch);
+    assert_eq!(git(d, &["status", "--porcelain"]), "");
+    assert_eq!(git(d, &["rev-parse", &base]), base_commit);
+    // Two commits: the scaffold's own changes, then the Makefile merged with our edit.
+    let log = git(d, &["log", "--format=%s", &format!("{base}..{branch}")]);
+    assert_eq!(
+        log.lines().collect::<Vec<_>>(),
+        [
+            format!("Update the scaffold to rustbuilder {NEW_VERSION}"),
+            format!(
+                "The scaffold of rustbuilder {NEW_VERSION}, where it differs from {OLD_VERSION} only"
+            ),
+        ],
+        "{log}"
+    );
+    let last = git(d, &["show", "--name-only", "--format=", "HEAD"]);
+    assert!(last.lines().any(|file| file == "Makefile"), "{last}");
+    let makefile = read(d, "Makefile");
+    assert!(makefile.contains(MAKEFILE_EDIT.1) && makefile.contains("--all-features"));
+    assert!(read(d, "PROJECT").contains(&format!("cliVersion: {NEW_VERSION}\n")));
+    // The restored path: the workflow the new scaffold adds is not on the branch.
+    assert!(!d.join(".github/workflows/test-e2e.yml").exists());
+    // Pushed, and the issue names the branch.
+    let pushed = git(origin.path(), &["rev-parse", &branch]);
+    assert_eq!(pushed, git(d, &["rev-parse", "HEAD"]));
+    let gh = std::fs::read_to_string(bin.path().join("gh.log")).unwrap();
+    for text in [
+        "issue\ncreate\n--title\n".to_string(),
+        format!("Update the scaffold to rustbuilder {NEW_VERSION}\n"),
+        format!("on the branch `{branch}` (base `{base}`)"),
+    ] {
+        assert!(gh.contains(&text), "{text:?} in:\n{gh}");
+    }
+
+    // Again from the base branch: the branch exists, so nothing changes and we stay on the base.
+    git(d, &["switch", "-q", &base]);
+    let before = tree(d);
+    refused(
+        d,
+        &[
+            "alpha",
+            "update",
+            "--from-binary",
+            older.to_str().unwrap(),
+            "--push",
+        ],
+        &[],
+        &[&format!("the branch `{branch}` exists already")],
+    );
+    assert!(tree(d) == before);
+}
+
+#[test]
+fn conflicts_stop_an_update_on_a_branch_unless_forced() {
+    let dir = old_project();
+    let d = dir.path();
+    edit(
+        d,
+        "src/main.rs",
+        "    // Runs the controllers until SIGTERM.\n",
+        "    // Ours: runs until SIGTERM, then exits.\n",
+    );
+    commit(d, "Our operator");
+    let base = git(d, &["branch", "--show-current"]).trim().to_string();
+    let older = older();
+    let from = ["alpha", "update", "--from-binary", older.to_str().unwrap()];
+
+    // Stopped: the branch made, the markers left uncommitted on it.
+    let mut args = from.to_vec();
+    args.extend(["--output-branch", "update"]);
+    let output = rustbuilder_with(d, &args, &[]);
+    let message = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{message}");
+    assert!(
+        message.contains("on the branch `update`, not committed:"),
+        "{message}"
+    );
+    assert!(message.contains("pass `--force`"), "{message}");
+    assert_eq!(git(d, &["branch", "--show-current"]).trim(), "update");
+    assert_eq!(
+        git(d, &["rev-parse", "update"]),
+        git(d, &["rev-parse", &base])
+    );
+    assert!(read(d, "src/main.rs").contains("<<<<<<< ours\n"));
+
+    // The way back the message gives, then forced: committed, markers and all, with our message.
+    git(d, &["restore", "."]);
+    git(d, &["clean", "-fdq"]);
+    git(d, &["switch", "-q", &base]);
+    git(d, &["branch", "-D", "update"]);
+    let mut args = from.to_vec();
+    args.extend([
+        "--output-branch",
+        "update",
+        "--force",
+        "--conflict-message",
+        "Resolve me",
+    ]);
+    let output = ok(d, &args);
+    assert!(
+        stderr(&output).contains("committed with conflict markers"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(git(d, &["status", "--porcelain"]), "");
+    assert_eq!(git(d, &["log", "-1", "--format=%s"]).trim(), "Resolve me");
+    let committed = git(d, &["show", "HEAD:src/main.rs"]);
+    assert!(committed.contains("<<<<<<< ours\n"), "{committed}");
 }

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Context as _, Result, bail};
+use clap::ArgAction;
 
 use crate::shell;
 
@@ -35,6 +36,67 @@ pub struct UpdateArgs {
     /// `~/.cache/rustbuilder/releases/<VERSION>/bin/rustbuilder`).
     #[arg(long, value_name = "PATH")]
     pub from_binary: Option<PathBuf>,
+    /// The version to move to: only this rustbuilder's own (Kubebuilder's flag, checked).
+    #[arg(long, value_name = "VERSION")]
+    pub to_version: Option<String>,
+    /// Commit the update on a branch made from this one (default with any branch flag: the current branch).
+    #[arg(long, value_name = "BRANCH", help_heading = "On a branch")]
+    pub from_branch: Option<String>,
+    /// The branch the update is committed on [default: rustbuilder-update-from-<old>-to-<new>].
+    #[arg(long, value_name = "BRANCH", help_heading = "On a branch")]
+    pub output_branch: Option<String>,
+    /// Commit even with conflict markers left in files.
+    #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false, help_heading = "On a branch")]
+    pub force: bool,
+    /// Two commits: the scaffold's changes alone, then the files merged with your edits.
+    #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false, help_heading = "On a branch")]
+    pub show_commits: bool,
+    /// A path kept as the base branch has it (repeatable), e.g. your CI workflows.
+    #[arg(long, value_name = "PATH", help_heading = "On a branch")]
+    pub restore_path: Vec<PathBuf>,
+    /// Push the branch to `origin`.
+    #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false, help_heading = "On a branch")]
+    pub push: bool,
+    /// The commit message [default: Update the scaffold to rustbuilder <new>].
+    #[arg(long, value_name = "MESSAGE", help_heading = "On a branch")]
+    pub merge_message: Option<String>,
+    /// The commit message when conflicts are committed (--force).
+    #[arg(long, value_name = "MESSAGE", help_heading = "On a branch")]
+    pub conflict_message: Option<String>,
+    /// After the push, open a GitHub issue for the review (needs `gh`).
+    #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false, help_heading = "On a branch")]
+    pub open_gh_issue: bool,
+    /// A git setting for the update's commands, `key=value` (repeatable).
+    #[arg(long, value_name = "KEY=VALUE", help_heading = "On a branch")]
+    pub git_config: Vec<String>,
+}
+
+impl UpdateArgs {
+    /// The branch flags, when any is given: the update is then committed on a branch.
+    fn branch(&self) -> Option<crate::update::branch::BranchOptions> {
+        let on_branch = self.from_branch.is_some()
+            || self.output_branch.is_some()
+            || self.force
+            || self.show_commits
+            || !self.restore_path.is_empty()
+            || self.push
+            || self.merge_message.is_some()
+            || self.conflict_message.is_some()
+            || self.open_gh_issue
+            || !self.git_config.is_empty();
+        on_branch.then(|| crate::update::branch::BranchOptions {
+            from_branch: self.from_branch.clone(),
+            output_branch: self.output_branch.clone(),
+            force: self.force,
+            show_commits: self.show_commits,
+            restore_paths: self.restore_path.clone(),
+            push: self.push,
+            merge_message: self.merge_message.clone(),
+            conflict_message: self.conflict_message.clone(),
+            open_gh_issue: self.open_gh_issue,
+            git_config: self.git_config.clone(),
+        })
+    }
 }
 
 /// Refresh the project's `rustbuilder/` directory to the runtime of this rustbuilder.
@@ -116,11 +178,18 @@ fn update_runtime(args: UpdateRuntimeArgs) -> Result<()> {
 
 fn update(args: UpdateArgs) -> Result<()> {
     use crate::update::{Options, Outcome, VERSION};
+    if let Some(version) = &args.to_version {
+        crate::update::branch::check_to_version(version)?;
+    }
+    let branch = args.branch();
     let options = Options {
         dir: args.project.dir,
         from_version: args.from_version,
         from_binary: args.from_binary,
     };
+    if let Some(branch) = branch {
+        return update_on_branch(&options, &branch);
+    }
     let report = match crate::update::run(&options)? {
         Outcome::UpToDate => {
             shell::status(
@@ -132,25 +201,7 @@ fn update(args: UpdateArgs) -> Result<()> {
         Outcome::Merged(report) => *report,
     };
     let (from, to) = (&report.from, &report.to);
-    for (verb, files) in [
-        ("Creating", &report.added),
-        ("Updating", &report.updated),
-        ("Removing", &report.removed),
-        ("Merged", &report.merged),
-    ] {
-        for file in files {
-            shell::status(verb, file.display());
-        }
-    }
-    for (from, to) in &report.moved {
-        shell::status("Moving", format!("{} to {}", from.display(), to.display()));
-    }
-    for file in &report.conflicts {
-        shell::warning(format!("conflicts in `{}`", file.display()));
-    }
-    for (file, reason) in &report.kept {
-        shell::note("Kept", format!("{}: {reason}", file.display()));
-    }
+    print_report(&report);
     if !report.conflicts.is_empty() {
         let list = report
             .conflicts
@@ -186,6 +237,101 @@ fn update(args: UpdateArgs) -> Result<()> {
         "Next",
         format!(
             "review the change, refresh the manifests, test, and commit:\n$ git diff\n$ make manifests lint test{chart}\n$ git add -A && git commit -m \"Update the scaffold to rustbuilder {to}\""
+        ),
+    );
+    Ok(())
+}
+
+/// What the merge did, file by file.
+fn print_report(report: &crate::update::Report) {
+    for (verb, files) in [
+        ("Creating", &report.added),
+        ("Updating", &report.updated),
+        ("Removing", &report.removed),
+        ("Merged", &report.merged),
+    ] {
+        for file in files {
+            shell::status(verb, file.display());
+        }
+    }
+    for (from, to) in &report.moved {
+        shell::status("Moving", format!("{} to {}", from.display(), to.display()));
+    }
+    for file in &report.conflicts {
+        shell::warning(format!("conflicts in `{}`", file.display()));
+    }
+    for (file, reason) in &report.kept {
+        shell::note("Kept", format!("{}: {reason}", file.display()));
+    }
+}
+
+/// `alpha update` with branch flags: the update committed on its own branch.
+fn update_on_branch(
+    options: &crate::update::Options,
+    branch: &crate::update::branch::BranchOptions,
+) -> Result<()> {
+    use crate::update::VERSION;
+    use crate::update::branch::BranchOutcome;
+    let committed = match crate::update::branch::run(options, branch)? {
+        BranchOutcome::UpToDate => {
+            shell::status(
+                "Fresh",
+                format!("the project was scaffolded by rustbuilder {VERSION}: no branch made"),
+            );
+            return Ok(());
+        }
+        BranchOutcome::Committed(committed) => *committed,
+    };
+    let report = &committed.report;
+    print_report(report);
+    let name = &committed.branch;
+    if committed.commits == 0 {
+        let list: String = report
+            .conflicts
+            .iter()
+            .map(|f| format!("\n  {}", f.display()))
+            .collect();
+        bail!(
+            "the update from rustbuilder {} to {} left conflicts in {} file{} on the branch `{name}`, not committed:{list}\n\
+             help: resolve the `<<<<<<<` markers on it, then `git add -A && git commit`\n\
+             help: or start again (`git restore . && git clean -fd && git switch {} && git branch -D {name}`) and pass `--force` to commit them as they are",
+            report.from,
+            report.to,
+            report.conflicts.len(),
+            if report.conflicts.len() == 1 { "" } else { "s" },
+            committed.base,
+        );
+    }
+    let commits = if committed.commits == 1 {
+        "1 commit"
+    } else {
+        "2 commits"
+    };
+    shell::status(
+        "Committed",
+        format!(
+            "the update from rustbuilder {} to {} on the branch `{name}` ({commits} on `{}`)",
+            report.from, report.to, committed.base
+        ),
+    );
+    if !report.conflicts.is_empty() {
+        shell::warning(format!(
+            "{} file{} committed with conflict markers: resolve them on `{name}`",
+            report.conflicts.len(),
+            if report.conflicts.len() == 1 { "" } else { "s" }
+        ));
+    }
+    if committed.pushed {
+        shell::status("Pushed", format!("`{name}` to origin"));
+    }
+    if let Some(issue) = &committed.issue {
+        shell::status("Opened", format!("the review issue {issue}"));
+    }
+    shell::note(
+        "Next",
+        format!(
+            "review the branch, refresh the manifests, test:\n$ git diff {}...{name}\n$ make manifests lint test",
+            committed.base
         ),
     );
     Ok(())
