@@ -51,7 +51,8 @@
 //!   └── webhook      admission and conversion
 //! cache        one watch per kind and selector, shared; told its host (field manager, stop, readiness)
 //! shard        membership, handover, the fence, sharded watches
-//! apply, events, metrics, conditions, … and the leaves: ownership, lease timing, watch scopes
+//! apply, events, metrics, conditions, … and the leaves: ownership, lease timing, watch scopes,
+//!              HTTP(S) serving and certificates, the manager's error
 //! ```
 
 #![warn(missing_docs)]
@@ -63,6 +64,7 @@ pub mod children;
 pub mod clock;
 pub mod conditions;
 pub mod controller;
+mod error;
 pub mod events;
 pub mod finalizer;
 mod lease;
@@ -75,9 +77,11 @@ mod ownership;
 pub mod rollout;
 pub mod schema;
 mod scope;
+mod serve;
 pub mod shard;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod tls;
 pub mod webhook;
 
 pub use manager::Manager;

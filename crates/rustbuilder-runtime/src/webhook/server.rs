@@ -14,9 +14,9 @@ use tokio::sync::oneshot;
 use tracing::{debug, info};
 
 use super::Webhooks;
-use crate::manager::Error;
-use crate::manager::http::{self, BindAddress, Handler};
-use crate::manager::tls::{self, CertSource};
+use crate::error::Error;
+use crate::serve::{self, BindAddress, Handler};
+use crate::tls::{self, CertSource};
 
 /// The largest review body read: an object and its old version, each up to etcd's 1.5 MiB limit,
 /// fit with room to spare.
@@ -63,10 +63,10 @@ impl Server {
             reason: "cannot serve TLS".into(),
             source: Some(e.into()),
         })?;
-        let listener = http::listen(address)
+        let listener = serve::listen(address)
             .await?
             .expect("an address that is not off");
-        let bound = http::local_address(&listener, address)?;
+        let bound = serve::local_address(&listener, address)?;
         info!(address = %bound, paths = ?webhooks.paths(), "serving webhooks");
         let handler: Handler = Arc::new(move |request| {
             let webhooks = webhooks.clone();
@@ -88,7 +88,7 @@ impl Server {
         let (stop, stopped) = oneshot::channel::<()>();
         // An error means the sender was dropped: stop as well.
         let stopped = stopped.map(|_| ());
-        tokio::spawn(http::serve(listener, Some(acceptor), handler, stopped));
+        tokio::spawn(serve::serve(listener, Some(acceptor), handler, stopped));
         Ok(Server {
             address: bound,
             _stop: stop,
@@ -108,21 +108,21 @@ impl Server {
 /// Reads the request's body and hands it to the registry.
 async fn answer(webhooks: &Webhooks, request: Request<Incoming>) -> Response<String> {
     if request.method() != Method::POST {
-        return http::text(StatusCode::METHOD_NOT_ALLOWED, "webhooks take POST");
+        return serve::text(StatusCode::METHOD_NOT_ALLOWED, "webhooks take POST");
     }
     let path = request.uri().path().to_string();
     let body = match Limited::new(request.into_body(), MAX_BODY).collect().await {
         Ok(body) => body.to_bytes(),
         Err(error) => {
             debug!(%path, %error, "cannot read a webhook request");
-            return http::text(StatusCode::BAD_REQUEST, &error.to_string());
+            return serve::text(StatusCode::BAD_REQUEST, &error.to_string());
         }
     };
     // A slow webhook holds this connection only: the API server gives up after the timeout of the
     // webhook's configuration (10 s by default) and applies its failure policy.
     match webhooks.handle(&path, &body).await {
         Some(answer) => json(answer),
-        None => http::text(StatusCode::NOT_FOUND, "no webhook on this path"),
+        None => serve::text(StatusCode::NOT_FOUND, "no webhook on this path"),
     }
 }
 

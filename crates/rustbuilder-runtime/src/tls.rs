@@ -15,7 +15,7 @@ use tokio_rustls::rustls::server::{ClientHello, ResolvesServerCert};
 use tokio_rustls::rustls::sign::CertifiedKey;
 use tracing::{info, warn};
 
-use super::{Cause, Error};
+use crate::error::{Cause, Error};
 
 /// How often mounted certificate files are checked for changes. Kubernetes updates mounted Secrets
 /// within about a minute, so this adds little to a rotation.
