@@ -4,17 +4,15 @@
 //! The `Memcached` controller on a real API server (and, where Pods matter, the simulated cluster)
 //! that rustbuilder-envtest starts per test. Add a test for each behaviour you add.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, CustomResourceExt, ResourceExt};
 use rustbuilder_envtest::TestEnv;
-use rustbuilder_runtime::Manager;
+use rustbuilder_runtime::{Manager, testing};
 use serde_json::json;
 
 use project_multigroup::api::cache::v1alpha1::Memcached;
@@ -25,6 +23,8 @@ const IMAGE: &str = memcached::DEFAULT_IMAGE;
 /// The resource as kubectl names it, unambiguous among every API of the cluster.
 const RESOURCE: &str = "memcacheds.cache.example.com";
 const TIMEOUT: Duration = Duration::from_secs(90);
+/// How late a slowed list is answered: long enough for a reconcile to run meanwhile, were one let.
+const SLOW_LIST: Duration = Duration::from_secs(3);
 
 /// A control plane with the project's CRD; `cluster` adds what makes Pods run.
 async fn start(cluster: bool) -> TestEnv {
@@ -36,18 +36,8 @@ async fn start(cluster: bool) -> TestEnv {
 }
 
 /// Polls `check` until it returns `Some`, failing the test after [`TIMEOUT`].
-async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = tokio::time::Instant::now() + TIMEOUT;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+async fn eventually<T>(what: &str, check: impl AsyncFnMut() -> Option<T>) -> T {
+    testing::eventually(what, TIMEOUT, check).await
 }
 
 fn new_object(name: &str, size: i32) -> Memcached {
@@ -146,108 +136,26 @@ async fn the_apiserver_validates_memcacheds() {
     assert_eq!(status.code, 422, "{status:?}");
 }
 
-/// Grants `subject` exactly what the `+rustbuilder:rbac` markers of the controller declare.
-async fn grant_marker_rbac(client: &Client, namespace: &str, service_account: &str) {
-    let source = include_str!("../../src/controller/cache/memcached.rs");
-    let rules: Vec<PolicyRule> = source
-        .lines()
-        .filter_map(|line| line.trim().strip_prefix("// +rustbuilder:rbac:"))
-        .map(|marker| {
-            let fields: BTreeMap<&str, Vec<String>> = marker
-                .split(',')
-                .filter_map(|field| field.split_once('='))
-                .map(|(key, value)| (key, value.split(';').map(String::from).collect()))
-                .collect();
-            let list = |key: &str| fields.get(key).cloned().unwrap_or_default();
-            PolicyRule {
-                api_groups: Some(list("groups")),
-                resources: Some(list("resources")),
-                verbs: list("verbs"),
-                ..Default::default()
-            }
-        })
-        .collect();
-    assert!(rules.len() >= 5, "markers not found: {rules:?}");
-    let role: ClusterRole = serde_json::from_value(json!({
-        "metadata": { "name": "manager-role" },
-        "rules": rules,
-    }))
-    .unwrap();
-    let binding: ClusterRoleBinding = serde_json::from_value(json!({
-        "metadata": { "name": "manager-rolebinding" },
-        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "manager-role" },
-        "subjects": [{ "kind": "ServiceAccount", "name": service_account, "namespace": namespace }],
-    }))
-    .unwrap();
-    let pp = PostParams::default();
-    Api::<ClusterRole>::all(client.clone())
-        .create(&pp, &role)
-        .await
-        .unwrap();
-    Api::<ClusterRoleBinding>::all(client.clone())
-        .create(&pp, &binding)
-        .await
-        .unwrap();
-}
-
-/// Requests the API server served for `resource`/`subresource` with one of `verbs`, from its
-/// `apiserver_request_total` metric. Server-side apply is counted as verb `APPLY`.
-async fn request_count(client: &Client, verbs: &[&str], resource: &str, subresource: &str) -> u64 {
-    let request = kube::core::Request::new("")
-        .get("metrics", &Default::default())
-        .unwrap();
-    let text = client.request_text(request).await.unwrap();
-    text.lines()
-        .filter_map(|line| line.strip_prefix("apiserver_request_total{"))
-        .filter_map(|line| line.split_once("} "))
-        .filter(|(labels, _)| {
-            let has = |key: &str, value: &str| labels.contains(&format!("{key}=\"{value}\""));
-            verbs.iter().any(|verb| has("verb", verb))
-                && has("resource", resource)
-                && has("subresource", subresource)
-        })
-        .map(|(_, value)| value.trim().parse::<f64>().unwrap_or(0.0) as u64)
-        .sum()
-}
-
-/// Successful reconciles the manager has counted (`controller_runtime_reconcile_total`).
-fn successful_reconciles(manager: &Manager) -> u64 {
-    manager
-        .metrics()
-        .encode()
-        .lines()
-        .filter(|line| line.starts_with("controller_runtime_reconcile_total{"))
-        .filter(|line| line.contains("result=\"success\""))
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum()
-}
-
 /// Writes of any kind.
 const WRITES: &[&str] = &["POST", "PUT", "PATCH", "APPLY", "DELETE"];
 
 /// Waits for an event with `reason` about the object `name`.
 async fn wait_for_event(client: &Client, namespace: &str, name: &str, reason: &str) -> Event {
-    let events = Api::<Event>::namespaced(client.clone(), namespace);
-    eventually(&format!("a {reason} event"), async || {
-        let list = events.list(&ListParams::default()).await.unwrap();
-        list.items.into_iter().find(|e| {
-            e.reason.as_deref() == Some(reason)
-                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-        })
-    })
-    .await
+    testing::wait_for_event(client, namespace, name, reason, TIMEOUT).await
 }
 
 /// The reasons of the events about the object `name`.
 async fn event_reasons(client: &Client, namespace: &str, name: &str) -> Vec<String> {
-    let events = Api::<Event>::namespaced(client.clone(), namespace);
-    let list = events.list(&ListParams::default()).await.unwrap();
-    let about = |e: &Event| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name);
-    list.items
+    let events = testing::events_about(client, namespace, name).await;
+    events
         .into_iter()
-        .filter(about)
-        .filter_map(|e| e.reason)
+        .filter_map(|event| event.reason)
         .collect()
+}
+
+/// Successful reconciles the manager has counted (`controller_runtime_reconcile_total`).
+fn successful_reconciles(manager: &Manager) -> u64 {
+    testing::reconciles(manager, "cache-memcached", "success")
 }
 
 /// The whole life of a Memcached, with the controller running under the RBAC of its markers in a
@@ -272,7 +180,9 @@ async fn the_controller_runs_memcached_end_to_end() {
         .unwrap();
     env.create_namespace(ns).await; // waits for the default ServiceAccount
 
-    grant_marker_rbac(&admin, "operator-system", "controller-manager").await;
+    // The operator's permissions, exactly: what its `+rustbuilder:rbac` markers declare.
+    let project = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    testing::grant_manager_role(&admin, project, "operator-system", "controller-manager").await;
     let operator = env
         .service_account_client("operator-system", "controller-manager")
         .await;
@@ -358,7 +268,8 @@ async fn the_controller_runs_memcached_end_to_end() {
         done.then_some(object)
     })
     .await;
-    let writes = |resource, subresource| request_count(&admin, WRITES, resource, subresource);
+    let writes =
+        |resource, subresource| testing::api_requests(&admin, WRITES, resource, subresource);
     let before = (
         writes("deployments", "").await,
         writes("memcacheds", "status").await,
@@ -380,6 +291,32 @@ async fn the_controller_runs_memcached_end_to_end() {
     );
     assert_eq!(after, before, "a converged object was written to");
     assert_eq!(api.get("sample").await.unwrap().status, converged.status);
+
+    // Restarted while the Deployments still list (as thousands of them would): no reconcile reads
+    // the half-filled cache, so the Deployment is not taken for absent and created "again".
+    manager.shutdown();
+    controller.await.expect("the controller stops cleanly");
+    let slow = testing::with_slow_lists(operator.clone(), "deployments", SLOW_LIST);
+    let manager = Manager::new(MANAGER_NAME, slow);
+    let controller = tokio::spawn(memcached::run(manager.clone()));
+    eventually("a reconcile after the restart", async || {
+        (successful_reconciles(&manager) > 0).then_some(())
+    })
+    .await;
+    let restarted = (
+        writes("deployments", "").await,
+        writes("memcacheds", "status").await,
+    );
+    assert_eq!(
+        restarted, before,
+        "the restarted manager wrote to a converged object"
+    );
+    let reasons = event_reasons(&admin, ns, "sample").await;
+    let created = reasons
+        .iter()
+        .filter(|reason| *reason == "DeploymentCreated")
+        .count();
+    assert_eq!(created, 1, "{reasons:?}");
 
     // `kubectl scale --replicas=3` goes through the scale subresource.
     let target = format!("{RESOURCE}/sample");
