@@ -58,9 +58,17 @@ async fn the_api_server_defaults_and_validates_cronjobs() {
     assert_eq!(spec.failed_jobs_history_limit, Some(1));
 
     // Validation: a bad schedule and a name too long, refused as invalid fields (422, a cause per
-    // field), as the API server refuses what its schema rejects.
+    // field), as the API server refuses what its schema rejects; and a starting deadline past the
+    // schema's bound, refused by the schema itself.
     let too_long = "a".repeat(53);
+    let mut forever = sample("forever", "*/5 * * * *");
+    forever.spec.starting_deadline_seconds = Some(400_000_000_000);
     for (object, field, expected) in [
+        (
+            forever,
+            "spec.startingDeadlineSeconds",
+            "spec.startingDeadlineSeconds in body should be less than or equal to",
+        ),
         (
             sample("bad-schedule", "61 * * * *"),
             "spec.schedule",

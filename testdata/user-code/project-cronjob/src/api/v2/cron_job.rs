@@ -29,9 +29,11 @@ pub struct CronJobSpec {
     pub schedule: CronSchedule,
 
     /// How many seconds after its scheduled time a run may still start. A run missed by more (the
-    /// controller was down, the CronJob was suspended) is skipped. No value: no deadline.
+    /// controller was down, the CronJob was suspended) is skipped. No value: no deadline; at most
+    /// 100 years, which already reaches back past any run a CronJob could have missed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
+    // The bound keeps `now - deadline` within the times the controller can compute.
+    #[schemars(range(min = 0, max = 3_153_600_000_i64))]
     pub starting_deadline_seconds: Option<i64>,
 
     /// What to do when a run is due while the previous one still runs.
