@@ -162,6 +162,18 @@ pub fn exclusivity(path: &Path, uids: &HashMap<String, String>) -> Exclusivity {
             lease_holder.insert(name, replica.clone());
             let ranges = parse_ranges(published);
             let timeline = timelines.entry(replica.clone()).or_default();
+            // A renewal after the Lease had run out does not bridge the gap: the replica held
+            // nothing from the expiry on (the others may have taken its part meanwhile), and what it
+            // publishes now counts as gained anew.
+            let received = time(event, "requestReceivedTimestamp");
+            if let Some(&expired) = expiry.get(&replica)
+                && expired < received
+            {
+                timeline.push(Holding {
+                    since: expired,
+                    ranges: Vec::new(),
+                });
+            }
             let before = timeline
                 .last()
                 .map(|h| h.ranges.clone())
@@ -169,7 +181,7 @@ pub fn exclusivity(path: &Path, uids: &HashMap<String, String>) -> Exclusivity {
             // Conservatively: what it gives up counts until the API server received the write, what
             // it gains from the moment the write was answered.
             timeline.push(Holding {
-                since: time(event, "requestReceivedTimestamp"),
+                since: received,
                 ranges: intersect(&before, &ranges),
             });
             if ranges.iter().any(|r| !before.contains(r)) {
@@ -526,5 +538,66 @@ mod tests {
         let upper = parse_ranges("0x8000000000000000-0x10000000000000000");
         assert!(holds(&upper, u64::MAX));
         assert_eq!(intersect(&ranges, &upper), []);
+    }
+
+    /// An audit event as kube-apiserver logs it, at `second` seconds past a fixed time.
+    fn event(second: u32, resource: &str, body: serde_json::Value) -> String {
+        let at = format!("2026-01-01T00:00:{second:02}.000000Z");
+        let mut event = serde_json::json!({
+            "stage": "ResponseComplete",
+            "responseStatus": { "code": 200 },
+            "requestReceivedTimestamp": at,
+            "stageTimestamp": at,
+            "objectRef": { "resource": resource },
+        });
+        let fields = body.as_object().unwrap().clone();
+        event.as_object_mut().unwrap().extend(fields);
+        event.to_string()
+    }
+
+    fn renewal(second: u32, replica: &str) -> String {
+        let lease = serde_json::json!({
+            "metadata": { "annotations": { (RANGES_ANNOTATION): "0x0000000000000000-0x10000000000000000" } },
+            "spec": { "holderIdentity": replica, "leaseDurationSeconds": 15 },
+        });
+        let body = serde_json::json!({ "verb": "update", "objectRef": { "resource": "leases", "name": replica }, "requestObject": lease });
+        event(second, "leases", body)
+    }
+
+    fn write(second: u32, replica: &str) -> String {
+        let body = serde_json::json!({
+            "verb": "patch",
+            "objectRef": { "resource": "deployments", "name": "x" },
+            "userAgent": format!("operator/0.1 ({replica})"),
+        });
+        event(second, "deployments", body)
+    }
+
+    #[test]
+    fn a_lease_that_ran_out_hands_over_even_when_renewed_later() {
+        // a works on x, is paused past its Lease (expired at 16 s), b takes over and writes at 21 s;
+        // a wakes, renews at 30 s and writes again at 31 s while b still holds x.
+        let log = [
+            renewal(1, "a"),
+            write(2, "a"),
+            renewal(20, "b"),
+            write(21, "b"),
+            renewal(30, "a"),
+            write(31, "a"),
+        ];
+        let path = std::env::temp_dir().join(format!("audit-lapse-{}.log", std::process::id()));
+        std::fs::write(&path, log.join("\n")).unwrap();
+        let uids = HashMap::from([("x".to_string(), "uid-of-x".to_string())]);
+        let found = exclusivity(&path, &uids);
+        std::fs::remove_file(&path).unwrap();
+        // b's write at 21 s is a handover (a's Lease had run out); a's at 31 s is a second writer.
+        assert_eq!(found.handovers, 2, "{found:?}");
+        assert_eq!(found.problems.len(), 1, "{:#?}", found.problems);
+        assert!(
+            found.problems[0].contains("then by a at")
+                && found.problems[0].contains("without b giving it up"),
+            "{}",
+            found.problems[0]
+        );
     }
 }
