@@ -693,18 +693,11 @@ async fn panics_stalled_readers_and_gone_owners_stop_nothing() {
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     configmaps.delete("good-widget", &dp).await.unwrap();
-    let depth = || {
-        let metrics = manager.metrics().encode();
-        let line = metrics
-            .lines()
-            .find(|l| l.starts_with("workqueue_depth{") && l.contains(r#"controller="widget""#));
-        line.and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-    };
-    let emptied = async || depth() == Some(0.0);
+    let emptied = async || widget_queue_depth(&manager) == Some(0.0);
     assert!(
         eventually(Duration::from_secs(20), emptied).await,
         "workqueue_depth stays at {:?}",
-        depth()
+        widget_queue_depth(&manager)
     );
 
     manager.shutdown();
@@ -1111,4 +1104,126 @@ async fn watched_objects_reconcile_the_objects_that_name_them() {
         .unwrap()
         .unwrap()
         .unwrap();
+}
+
+/// The work queue's depth for the Widget controller of `manager`, from its metrics.
+fn widget_queue_depth(manager: &Manager) -> Option<f64> {
+    let metrics = manager.metrics().encode();
+    let line = metrics
+        .lines()
+        .find(|l| l.starts_with("workqueue_depth{") && l.contains(r#"controller="widget""#))?;
+    line.rsplit(' ').next()?.parse().ok()
+}
+
+/// Sharded (`--sharding`), a replica skips the queued objects it hands over to a replica that
+/// joins, and forgets them: both queues drain to 0 once the objects are worked, instead of keeping
+/// one entry per object handed over.
+#[tokio::test]
+async fn objects_handed_over_leave_the_queue_of_the_replica_that_gave_them_up() {
+    let env = TestEnv::builder().crd(Widget::crd()).start().await;
+    let kubeconfig = env.kubeconfig().display().to_string();
+    let replica = async || {
+        let args = [
+            "manager",
+            "--kubeconfig",
+            &kubeconfig,
+            "--health-probe-bind-address=0",
+            "--metrics-bind-address=0",
+            "--sharding",
+            "--leader-election-namespace=default",
+        ];
+        #[derive(clap::Parser)]
+        struct Args {
+            #[command(flatten)]
+            manager: rustbuilder_runtime::manager::ManagerArgs,
+        }
+        let args = <Args as clap::Parser>::try_parse_from(args).unwrap();
+        let timing = rustbuilder_runtime::manager::leader::Timing {
+            lease_duration: Duration::from_secs(3),
+            renew_deadline: Duration::from_secs(2),
+            retry_period: Duration::from_millis(500),
+        };
+        let manager = Manager::builder(MANAGER)
+            .external_tracing()
+            .lease_timing(timing)
+            .start(args.manager)
+            .await
+            .unwrap();
+        let configmaps = manager.owned::<ConfigMap>().with_other_names();
+        let ctx = Context::new(&manager, manager.client(), &configmaps);
+        // Slow reconciles, so that the first replica still has most objects queued when the
+        // second joins; each replica notes the objects it reconciled.
+        let seen = Arc::new(Mutex::new(HashSet::new()));
+        let noted = seen.clone();
+        let slow = move |widget: Arc<Widget>, ctx: Arc<Context>| {
+            noted.lock().unwrap().insert(widget.name_any());
+            async move {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                reconcile(widget, ctx).await
+            }
+        };
+        let controllers = manager.controllers();
+        controllers.add(
+            manager
+                .controller(manager.api::<Widget>(), "widget")
+                .owns(&configmaps)
+                .concurrency(1)
+                .run(slow, ctx.clone()),
+        );
+        let running = tokio::spawn(async move { controllers.run().await.unwrap() });
+        (manager, seen, running)
+    };
+
+    let (first, by_first, first_running) = replica().await;
+    let widgets: Api<Widget> = Api::namespaced(env.client(), "default");
+    const WIDGETS: usize = 60;
+    for i in 0..WIDGETS {
+        let object = widget(&format!("w{i}"), 1, 0);
+        widgets
+            .create(&PostParams::default(), &object)
+            .await
+            .unwrap();
+    }
+    let started = async || by_first.lock().unwrap().len() >= 3;
+    assert!(eventually(Duration::from_secs(30), started).await);
+    let (second, by_second, second_running) = replica().await;
+
+    let ready = async || {
+        let list = widgets.list(&ListParams::default()).await.unwrap();
+        let ready = list.items.iter().filter(|w| {
+            let conditions = w.status.as_ref().map(|s| s.conditions.clone());
+            conditions::is_true(&conditions.unwrap_or_default(), "Ready")
+        });
+        ready.count() == WIDGETS
+    };
+    assert!(
+        eventually(Duration::from_secs(60), ready).await,
+        "not every Widget became Ready"
+    );
+    // The first replica gave up objects it had queued: it did not reconcile them all.
+    let (by_first, by_second) = (
+        by_first.lock().unwrap().len(),
+        by_second.lock().unwrap().len(),
+    );
+    assert!(
+        by_first < WIDGETS && by_second > 0,
+        "objects reconciled: {by_first} by the first replica, {by_second} by the second"
+    );
+    let drained = async || {
+        widget_queue_depth(&first) == Some(0.0) && widget_queue_depth(&second) == Some(0.0)
+    };
+    assert!(
+        eventually(Duration::from_secs(20), drained).await,
+        "workqueue_depth stays at {:?} and {:?}",
+        widget_queue_depth(&first),
+        widget_queue_depth(&second)
+    );
+
+    for (manager, running) in [(first, first_running), (second, second_running)] {
+        manager.shutdown();
+        tokio::time::timeout(Duration::from_secs(10), running)
+            .await
+            .unwrap()
+            .unwrap();
+    }
 }
