@@ -953,6 +953,131 @@ fn a_controller_for_another_operators_kind_gets_types_from_its_crd() {
     ok(d, &["create", "api", "--group", "cache", "--kind", "Redis"]);
 }
 
+/// An Elasticsearch CRD in ECK's shape: a Pod template that keeps the keys its schema does not list,
+/// and `nullable` fields.
+const ELASTICSEARCH_CRD: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/elasticsearch-crd.yaml"
+);
+
+/// What an operator that reads another operator's object and writes it back must not lose, proved in
+/// the generated project itself (its types compiled, its own test run): the keys a schema with
+/// `x-kubernetes-preserve-unknown-fields` keeps beside its `properties`, and an explicit `null` in a
+/// `nullable` field. The generated code passes the project's lint.
+#[test]
+fn another_operators_types_keep_unknown_keys_and_explicit_nulls() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(
+        d,
+        &[
+            "init",
+            "--domain",
+            "example.com",
+            "--project-name",
+            "search",
+        ],
+    );
+    ok(
+        d,
+        &[
+            "create",
+            "api",
+            "--group",
+            "elasticsearch",
+            "--version",
+            "v1",
+            "--kind",
+            "Elasticsearch",
+            "--resource=false",
+            "--external-api-path",
+            ELASTICSEARCH_CRD,
+        ],
+    );
+    std::fs::write(
+        d.join("tests/round_trip.rs"),
+        r#"//! An Elasticsearch object, read into the generated types and written back.
+
+use search::external::elasticsearch::v1::Elasticsearch;
+use serde_json::json;
+
+fn round_trip(object: serde_json::Value) -> serde_json::Value {
+    let typed: Elasticsearch = serde_json::from_value(object).unwrap();
+    serde_json::to_value(&typed).unwrap()
+}
+
+#[test]
+fn unlisted_keys_and_explicit_nulls_are_written_back() {
+    let object = json!({
+        "apiVersion": "elasticsearch.k8s.elastic.co/v1",
+        "kind": "Elasticsearch",
+        "metadata": { "name": "quickstart", "namespace": "search" },
+        "spec": {
+            "version": "9.1.0",
+            "nodeSets": [{
+                "name": "default",
+                "count": 3,
+                "config": { "node.store.allow_mmap": false },
+                "podTemplate": {
+                    "metadata": { "labels": { "app": "search" } },
+                    "spec": {
+                        "containers": [{ "name": "elasticsearch", "resources": { "limits": { "memory": "4Gi" } } }],
+                        "initContainers": [{ "name": "sysctl", "command": ["sysctl", "-w", "vm.max_map_count=262144"] }]
+                    }
+                }
+            }],
+            "updateStrategy": { "changeBudget": { "maxSurge": 1, "maxUnavailable": null } }
+        }
+    });
+    assert_eq!(round_trip(object.clone()), object);
+}
+
+#[test]
+fn absent_fields_stay_absent() {
+    let object = json!({
+        "apiVersion": "elasticsearch.k8s.elastic.co/v1",
+        "kind": "Elasticsearch",
+        "metadata": { "name": "quickstart" },
+        "spec": {
+            "version": "9.1.0",
+            "nodeSets": [{ "name": "default", "podTemplate": {} }],
+            "updateStrategy": { "changeBudget": {} }
+        }
+    });
+    assert_eq!(round_trip(object.clone()), object);
+}
+"#,
+    )
+    .unwrap();
+    let target = std::env::var_os("PROJECTS_TARGET_DIR")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(|h| PathBuf::from(h).join(".cache/rustbuilder/target-projects"))
+        })
+        .expect("PROJECTS_TARGET_DIR or HOME");
+    let cargo = |args: &[&str]| {
+        let output = Command::new("cargo")
+            .args(args)
+            .current_dir(d)
+            .env("CARGO_TARGET_DIR", &target)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "`cargo {}` failed:\n{}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stdout),
+            stderr(&output)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let tested = cargo(&["test", "--test", "round_trip"]);
+    assert!(tested.contains("test result: ok. 2 passed"), "{tested}");
+    cargo(&["fmt", "--check"]);
+    cargo(&["clippy", "--lib", "--tests", "--", "-D", "warnings"]);
+}
+
 #[test]
 fn bad_external_apis_are_refused_and_change_nothing() {
     let dir = tempfile::tempdir().unwrap();

@@ -7,6 +7,12 @@
 //! a `serde_json::Value`. Fields the schema does not require are `Option`s. Names follow Rust's
 //! conventions, with a serde rename wherever the JSON name differs. The text is not formatted here:
 //! rustfmt lays it out when the plan is written.
+//!
+//! Another operator's types keep what its schema lets through, so that an object read and written
+//! back loses nothing: a struct whose schema says `x-kubernetes-preserve-unknown-fields` keeps the
+//! keys it does not list in a flattened map, and a `nullable` field keeps its `null` (see
+//! [`UNKNOWN_FIELDS`] and [`EXPLICIT_NULL`]). An own kind's types stay as its Go types were: they
+//! define the CRD, and Go's structs keep neither.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -112,7 +118,7 @@ fn generate_types(
     } else {
         imports.push("use kube::CustomResource;");
     }
-    if generator.uses_map {
+    if generator.uses_map || generator.uses_unknown_fields {
         imports.push("use std::collections::BTreeMap;");
     }
     if generator.uses_int_or_string {
@@ -130,6 +136,10 @@ fn generate_types(
     for item in items {
         out.push('\n');
         out.push_str(&item);
+    }
+    if generator.uses_explicit_null {
+        out.push('\n');
+        out.push_str(EXPLICIT_NULL_FN);
     }
     if let Some(owned) = owned
         && !generator.kept.is_empty()
@@ -152,6 +162,48 @@ fn generate_types(
         kept: generator.kept,
         gaps: generator.gaps,
     })
+}
+
+/// The field of another operator's struct that keeps the keys its schema does not list, when the
+/// schema says `x-kubernetes-preserve-unknown-fields: true` beside `properties` (ECK's
+/// `nodeSets[].podTemplate`: a whole Pod template, of which the CRD lists a few fields). serde's
+/// `flatten` gathers into it every key no other field takes, and writes them back beside the others.
+/// A flattened `BTreeMap` is `Default` and `PartialEq`, so the struct derives what the others do.
+const UNKNOWN_FIELDS: &str = "unknown_fields";
+
+/// The doc comment of the [`UNKNOWN_FIELDS`] field.
+const UNKNOWN_FIELDS_DOC: &str = "/// The keys the CRD does not list, kept as they are (the schema has\n\
+/// `x-kubernetes-preserve-unknown-fields`): what is read here is written back.\n";
+
+/// The function that reads an optional `nullable` field of another operator's type,
+/// `Option<Option<T>>`: `None` is an absent field, `Some(None)` an explicit `null`, `Some(Some(v))` a
+/// value. serde alone reads `null` and absent both as `None` (and skips `None` when writing), so a
+/// `null` the other operator reads as a value of its own (a limit of `null`: "no limit") would be lost
+/// on a write.
+/// Writing needs nothing more: `skip_serializing_if = "Option::is_none"` leaves an absent field out
+/// and `Some(None)` is written `null`. This is serde_with's `rust::double_option` in a few lines, so
+/// a generated project needs no dependency for it (it has none on serde_with).
+const EXPLICIT_NULL: &str = "explicit_null";
+
+/// The [`EXPLICIT_NULL`] function as a generated file has it.
+const EXPLICIT_NULL_FN: &str = "/// Reads an optional `nullable` field: `Some(None)` is an explicit `null`, `None` (serde's\n\
+/// `default`) an absent field. Plain `Option` reads both as `None`, and a write drops the `null`.\n\
+fn explicit_null<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>\n\
+where\n\
+    D: serde::Deserializer<'de>,\n\
+    T: Deserialize<'de>,\n\
+{\n\
+    Option::<T>::deserialize(deserializer).map(Some)\n\
+}\n";
+
+/// Whether the object schema of a struct keeps keys it does not list. A nested object has
+/// `properties` beside the flag (without them it is a `serde_json::Value`, which keeps all); a spec or
+/// status may have none (the placeholder CRD of an external kind whose CRD was not at hand).
+fn keeps_unknown_fields(schema: &Value) -> bool {
+    schema
+        .get("x-kubernetes-preserve-unknown-fields")
+        .and_then(Value::as_bool)
+        == Some(true)
 }
 
 /// Which top-level type an object is.
@@ -178,6 +230,10 @@ struct Generator {
     defaultable: BTreeMap<String, bool>,
     uses_map: bool,
     uses_int_or_string: bool,
+    /// Whether a struct keeps the keys its schema does not list ([`UNKNOWN_FIELDS`]).
+    uses_unknown_fields: bool,
+    /// Whether a field tells an explicit `null` from an absent field ([`EXPLICIT_NULL`]).
+    uses_explicit_null: bool,
     /// For an own kind: the CRD comes from these types.
     owned: Option<Owned>,
     /// Whether an enum derives `JsonSchema` (own kinds).
@@ -231,8 +287,14 @@ impl Generator {
         let mut field_names = BTreeSet::new();
         for (json_name, field) in &properties {
             let ident = field_ident(json_name, &mut field_names);
-            let optional = !required.contains(json_name.as_str())
-                || field.get("nullable").and_then(Value::as_bool) == Some(true);
+            let nullable = field.get("nullable").and_then(Value::as_bool) == Some(true);
+            let required = required.contains(json_name.as_str());
+            let optional = !required || nullable;
+            // Another operator's `nullable` field keeps its `null`. An optional one tells it from an
+            // absent field ([`EXPLICIT_NULL`]); a required one is always there, `None` written `null`.
+            // An own kind's stays as its Go pointer was: `null` and absent are both `None`.
+            let explicit_null = !owned && !required && nullable;
+            let written_null = !owned && required && nullable;
             let nested = format!("{name}{}", type_word(json_name));
             let field_path = format!("{path}.{json_name}");
             let (ty, ty_default, attributes) = if owned {
@@ -251,7 +313,12 @@ impl Generator {
             if bare != json_name {
                 serde.push(format!("rename = {}", quoted(json_name)));
             }
-            if optional {
+            if explicit_null {
+                serde.push("default".to_string());
+                serde.push(format!("deserialize_with = {}", quoted(EXPLICIT_NULL)));
+                serde.push("skip_serializing_if = \"Option::is_none\"".to_string());
+                self.uses_explicit_null = true;
+            } else if optional && !written_null {
                 serde.push("default".to_string());
                 serde.push("skip_serializing_if = \"Option::is_none\"".to_string());
             }
@@ -261,12 +328,23 @@ impl Generator {
             for attribute in attributes {
                 let _ = writeln!(fields, "{attribute}");
             }
-            let ty = if optional {
+            let ty = if explicit_null {
+                format!("Option<Option<{ty}>>")
+            } else if optional {
                 format!("Option<{ty}>")
             } else {
                 ty
             };
             let _ = writeln!(fields, "pub {ident}: {ty},");
+        }
+        if !owned && keeps_unknown_fields(schema) {
+            let ident = field_ident(UNKNOWN_FIELDS, &mut field_names);
+            fields.push_str(UNKNOWN_FIELDS_DOC);
+            let _ = writeln!(
+                fields,
+                "#[serde(flatten)]\npub {ident}: BTreeMap<String, serde_json::Value>,"
+            );
+            self.uses_unknown_fields = true;
         }
         let nested_items = std::mem::replace(&mut self.items, outer_items);
         self.defaultable.insert(name.to_string(), defaultable);
@@ -1398,6 +1476,148 @@ mod tests {
         );
         assert!(out.contains("pub raw: Option<serde_json::Value>,"), "{out}");
         assert!(!out.contains("BTreeMap"), "{out}");
+    }
+
+    #[test]
+    fn objects_that_preserve_unknown_fields_keep_the_keys_they_do_not_list() {
+        // ECK's `nodeSets[].podTemplate`: a Pod template of which the CRD lists a few fields.
+        let out = generated(spec(
+            json!({
+                "nodeSets": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "podTemplate": {
+                                "type": "object",
+                                "x-kubernetes-preserve-unknown-fields": true,
+                                "properties": { "metadata": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } }
+                            },
+                            "unknownFields": { "type": "string" },
+                        }
+                    }
+                },
+                "closed": { "type": "object", "properties": { "name": { "type": "string" } } },
+            }),
+            &[],
+        ));
+        assert!(out.contains("use std::collections::BTreeMap;"), "{out}");
+        assert!(
+            out.contains(
+                "    /// The keys the CRD does not list, kept as they are (the schema has\n    /// `x-kubernetes-preserve-unknown-fields`): what is read here is written back.\n    #[serde(flatten)]\n    pub unknown_fields: BTreeMap<String, serde_json::Value>,\n}"
+            ),
+            "{out}"
+        );
+        let template = &out[out
+            .find("pub struct WidgetSpecNodeSetsPodTemplate {")
+            .unwrap()..];
+        let template = &template[..template.find("\n}").unwrap()];
+        assert!(
+            template.contains("pub metadata: Option<serde_json::Value>,"),
+            "{out}"
+        );
+        assert!(template.contains("pub unknown_fields: BTreeMap<"), "{out}");
+        // A property of that name pushes the map's field aside; it stays derivable.
+        let node_set = &out[out.find("pub struct WidgetSpecNodeSets {").unwrap()..];
+        assert!(
+            !node_set[..node_set.find("\n}").unwrap()].contains("flatten"),
+            "{out}"
+        );
+        assert!(
+            out.contains("#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]\npub struct WidgetSpecNodeSetsPodTemplate {"),
+            "{out}"
+        );
+        // Neither a schema without `properties` (a `serde_json::Value` keeps it all) nor one without the flag.
+        assert_eq!(out.matches("#[serde(flatten)]").count(), 1, "{out}");
+        // Own kinds stay as their Go types were.
+        let (own, _) = owned(spec(
+            json!({ "template": { "type": "object", "x-kubernetes-preserve-unknown-fields": true, "properties": { "name": { "type": "string" } } } }),
+            &[],
+        ));
+        assert!(!own.contains("flatten"), "{own}");
+        let mut taken = spec(json!({ "unknownFields": { "type": "string" } }), &[]);
+        taken["properties"]["spec"]["x-kubernetes-preserve-unknown-fields"] = json!(true);
+        let out = generated(taken);
+        assert!(
+            out.contains("    pub unknown_fields: Option<String>,"),
+            "{out}"
+        );
+        assert!(
+            out.contains("    #[serde(flatten)]\n    pub unknown_fields_2: BTreeMap<String, serde_json::Value>,"),
+            "{out}"
+        );
+        // A spec that lists nothing (the placeholder CRD of an external kind) keeps it all.
+        let open = json!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true });
+        let out =
+            generated(json!({ "type": "object", "properties": { "spec": open, "status": open } }));
+        assert_eq!(
+            out.matches("pub unknown_fields: BTreeMap<String, serde_json::Value>,")
+                .count(),
+            2,
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn optional_nullable_fields_tell_an_explicit_null_from_an_absent_field() {
+        let out = generated(spec(
+            json!({
+                "owner": { "type": "string", "nullable": true },
+                "limits": { "type": "object", "nullable": true, "properties": { "cpu": { "type": "string" } } },
+                "paused": { "type": "boolean" },
+                "checked": { "type": "string", "nullable": true },
+            }),
+            &["checked"],
+        ));
+        assert!(
+            out.contains("    #[serde(\n        default,\n        deserialize_with = \"explicit_null\",\n        skip_serializing_if = \"Option::is_none\"\n    )]\n    pub owner: Option<Option<String>>,"),
+            "{out}"
+        );
+        assert!(
+            out.contains("pub limits: Option<Option<WidgetSpecLimits>>,"),
+            "{out}"
+        );
+        // Not nullable: `null` is no value of it.
+        assert!(
+            out.contains("#[serde(default, skip_serializing_if = \"Option::is_none\")]\n    pub paused: Option<bool>,"),
+            "{out}"
+        );
+        // Required and nullable: always there, `None` written as `null`.
+        assert!(
+            out.contains("    pub paused: Option<bool>,\n    pub checked: Option<String>,")
+                || out.contains("\n    pub checked: Option<String>,"),
+            "{out}"
+        );
+        assert!(
+            !out.contains("skip_serializing_if = \"Option::is_none\")]\n    pub checked"),
+            "{out}"
+        );
+        // The helper, once.
+        assert_eq!(
+            out.matches("fn explicit_null<'de, D, T>(").count(),
+            1,
+            "{out}"
+        );
+        assert!(
+            out.contains("    Option::<T>::deserialize(deserializer).map(Some)\n}"),
+            "{out}"
+        );
+        // The struct still derives `Default`.
+        assert!(
+            out.contains("#[derive(CustomResource, Clone, Debug, Default, PartialEq"),
+            "{out}"
+        );
+        // No nullable field, no helper; own kinds stay as their Go types were.
+        let out = generated(spec(json!({ "owner": { "type": "string" } }), &[]));
+        assert!(!out.contains("explicit_null"), "{out}");
+        let (own, _) = owned(spec(
+            json!({ "owner": { "type": "string", "nullable": true } }),
+            &[],
+        ));
+        assert!(
+            !own.contains("explicit_null") && own.contains("pub owner: Option<String>,"),
+            "{own}"
+        );
     }
 
     #[test]
