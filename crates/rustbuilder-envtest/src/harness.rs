@@ -557,7 +557,7 @@ impl TestEnv {
             kubeconfig,
             kubectl,
             cluster,
-            webhook_port: free_ports::<1>()[0],
+            webhook_port: webhook_port(),
             dir,
         };
         // From here on, a panic drops `env`, which stops whatever already runs.
@@ -1146,6 +1146,30 @@ fn free_ports<const N: usize>() -> [u16; N] {
     listeners.map(|l| l.local_addr().expect("bound socket has an address").port())
 }
 
+/// A free loopback port for the test's webhook server, which binds it only later, after the API
+/// server has been told of it. Unlike the components' ports it cannot be picked again, so it comes
+/// from below the ephemeral range (`/proc/sys/net/ipv4/ip_local_port_range`): ports there are what
+/// every outgoing connection and every `bind(0)` of the machine draws from, and one of them could
+/// take it meanwhile. Where the range cannot be read, any free port.
+fn webhook_port() -> u16 {
+    let ephemeral_start = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok());
+    let Some(end) = ephemeral_start.filter(|&end| end > WEBHOOK_PORTS_FROM) else {
+        return free_ports::<1>()[0];
+    };
+    // A different start for each process, so that concurrent test binaries rarely try the same ports.
+    let seed = std::hash::BuildHasher::hash_one(&std::hash::RandomState::new(), process::id());
+    let span = u64::from(end - WEBHOOK_PORTS_FROM);
+    (0..span)
+        .map(|i| WEBHOOK_PORTS_FROM + ((seed + i) % span) as u16)
+        .find(|&port| TcpListener::bind(("127.0.0.1", port)).is_ok())
+        .unwrap_or_else(|| free_ports::<1>()[0])
+}
+
+/// The lowest port [`webhook_port`] takes: above the ports services usually listen on.
+const WEBHOOK_PORTS_FROM: u16 = 20000;
+
 /// Whether process `pid` has a listening TCP socket on 127.0.0.1 (or any address) at each of `ports`,
 /// from `/proc/PID/net/tcp{,6}` and the process's file descriptors. Elsewhere than Linux: whether it runs.
 fn listens_on(pid: u32, ports: &[u16]) -> bool {
@@ -1338,6 +1362,18 @@ mod tests {
                 .all(|p| !listens_on(p.child.id(), &[taken]))
         );
         drop(squatter);
+    }
+
+    #[test]
+    fn webhook_ports_come_from_below_the_ephemeral_range() {
+        let range = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap();
+        let start: u16 = range.split_whitespace().next().unwrap().parse().unwrap();
+        let port = webhook_port();
+        assert!(
+            (WEBHOOK_PORTS_FROM..start).contains(&port),
+            "{port} not in {WEBHOOK_PORTS_FROM}..{start}"
+        );
+        TcpListener::bind(("127.0.0.1", port)).expect("the port is free");
     }
 
     #[test]
