@@ -1227,3 +1227,111 @@ async fn objects_handed_over_leave_the_queue_of_the_replica_that_gave_them_up() 
             .unwrap();
     }
 }
+
+/// How long a cache's list takes once its watch has expired, in [`expiring_configmaps`].
+const RELIST: Duration = Duration::from_secs(3);
+
+/// A client whose watches of ConfigMaps, started before `expire` says so, hang until it does and
+/// then end with 410 Gone (the API server's "resource version too old"): the caches list again, and
+/// each list of ConfigMaps after that takes [`RELIST`]. Returns the client and when each of those
+/// lists was asked for and answered.
+fn expiring_configmaps(
+    client: kube::Client,
+    expire: tokio::sync::watch::Receiver<bool>,
+) -> (kube::Client, Arc<Mutex<Relists>>) {
+    const GONE: &str = r#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version","reason":"Expired","code":410}}"#;
+    let answered = Arc::new(Mutex::new(Relists::default()));
+    let relists = answered.clone();
+    let namespace = client.default_namespace().to_string();
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let (client, mut expire, relists) = (client.clone(), expire.clone(), relists.clone());
+        async move {
+            let uri = request.uri();
+            let configmaps =
+                request.method() == http::Method::GET && uri.path().ends_with("/configmaps");
+            let watch = uri
+                .query()
+                .is_some_and(|query| query.split('&').any(|pair| pair.starts_with("watch=")));
+            let expired = *expire.borrow();
+            if configmaps && watch && !expired {
+                let _ = expire.wait_for(|expired| *expired).await;
+                let body = kube::client::Body::from(format!("{GONE}\n").into_bytes());
+                return Ok(http::Response::new(body));
+            }
+            if configmaps && !watch && expired {
+                relists.lock().unwrap().asked.push(Instant::now());
+                tokio::time::sleep(RELIST).await;
+                let response = client.send(request).await;
+                relists.lock().unwrap().answered.push(Instant::now());
+                return response;
+            }
+            client.send(request).await
+        }
+    });
+    (kube::Client::new(service, namespace), answered)
+}
+
+/// The lists of [`expiring_configmaps`] after the watches expired.
+#[derive(Default)]
+struct Relists {
+    asked: Vec<Instant>,
+    answered: Vec<Instant>,
+}
+
+/// A cache that lists again (its watch expired with 410 Gone) holds back the reconciles that read
+/// it until the new list is whole, as before its first list: the object the store holds meanwhile
+/// may be long gone, and one that changed is not there yet.
+#[tokio::test]
+async fn no_reconcile_reads_a_cache_while_it_lists_again() {
+    let env = TestEnv::builder().crd(Widget::crd()).start().await;
+    let (expire, expiring) = tokio::sync::watch::channel(false);
+    let (client, relisted) = expiring_configmaps(env.client(), expiring);
+    let manager = Manager::new(MANAGER, client.clone());
+    let configmaps = manager.owned::<ConfigMap>().with_other_names();
+    let ctx = Context::new(&manager, client, &configmaps);
+    let running = run_widgets(&manager, &configmaps, ctx.clone());
+    let widgets: Api<Widget> = Api::namespaced(env.client(), "default");
+    let pp = PostParams::default();
+    widgets.create(&pp, &widget("w", 1, 0)).await.unwrap();
+    let ready = async || {
+        let status = widgets.get("w").await.unwrap().status.unwrap_or_default();
+        conditions::is_true(&status.conditions, "Ready")
+    };
+    assert!(eventually(Duration::from_secs(30), ready).await);
+
+    // The watch expires: the cache lists again, slowly; meanwhile the Widget changes.
+    expire.send_replace(true);
+    let relisting = async || !relisted.lock().unwrap().asked.is_empty();
+    assert!(
+        eventually(Duration::from_secs(5), relisting).await,
+        "the cache did not list again"
+    );
+    assert!(!configmaps.completeness().is_complete());
+    let before = ctx.attempts.lock().unwrap().len();
+    let resize = Patch::Merge(serde_json::json!({ "spec": { "size": 2 } }));
+    widgets
+        .patch("w", &PatchParams::default(), &resize)
+        .await
+        .unwrap();
+    let reconciled = async || ctx.attempts.lock().unwrap().len() > before;
+    assert!(eventually(Duration::from_secs(30), reconciled).await);
+    let started = ctx.attempts.lock().unwrap()[before];
+    let first_list = relisted.lock().unwrap().answered.iter().min().copied();
+    assert!(
+        first_list.is_some_and(|listed| started > listed),
+        "a reconcile started while the cache listed again (at {started:?}; the list answered at \
+         {first_list:?})"
+    );
+    let applied = async || {
+        let configmaps: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+        let data = configmaps.get("w-widget").await.unwrap().data;
+        data.is_some_and(|data| data["size"] == "2")
+    };
+    assert!(eventually(Duration::from_secs(30), applied).await);
+
+    manager.shutdown();
+    tokio::time::timeout(Duration::from_secs(10), running)
+        .await
+        .unwrap()
+        .unwrap();
+}
