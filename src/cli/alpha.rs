@@ -42,7 +42,7 @@ pub struct UpdateArgs {
     /// Commit the update on a branch made from this one (default with any branch flag: the current branch).
     #[arg(long, value_name = "BRANCH", help_heading = "On a branch")]
     pub from_branch: Option<String>,
-    /// The branch the update is committed on [default: rustbuilder-update-from-<old>-to-<new>].
+    /// The branch the update is committed on (default: `rustbuilder-update-from-OLD-to-NEW`).
     #[arg(long, value_name = "BRANCH", help_heading = "On a branch")]
     pub output_branch: Option<String>,
     /// Commit even with conflict markers left in files.
@@ -57,7 +57,7 @@ pub struct UpdateArgs {
     /// Push the branch to `origin`.
     #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false, help_heading = "On a branch")]
     pub push: bool,
-    /// The commit message [default: Update the scaffold to rustbuilder <new>].
+    /// The commit message (default: `Update the scaffold to rustbuilder NEW`).
     #[arg(long, value_name = "MESSAGE", help_heading = "On a branch")]
     pub merge_message: Option<String>,
     /// The commit message when conflicts are committed (--force).

@@ -11,7 +11,7 @@
 //! Another operator's types keep what its schema lets through, so that an object read and written
 //! back loses nothing: a struct whose schema says `x-kubernetes-preserve-unknown-fields` keeps the
 //! keys it does not list in a flattened map, and a `nullable` field keeps its `null` (see
-//! [`UNKNOWN_FIELDS`] and [`EXPLICIT_NULL`]). An own kind's types stay as its Go types were: they
+//! `UNKNOWN_FIELDS` and `EXPLICIT_NULL` below). An own kind's types stay as its Go types were: they
 //! define the CRD, and Go's structs keep neither.
 
 use std::collections::{BTreeMap, BTreeSet};
