@@ -58,12 +58,19 @@ async fn the_api_server_defaults_and_validates_cronjobs() {
     assert_eq!(spec.failed_jobs_history_limit, Some(1));
 
     // Validation: a bad schedule and a name too long, refused as invalid fields (422, a cause per
-    // field), as the API server refuses what its schema rejects; and a starting deadline past the
-    // schema's bound, refused by the schema itself.
+    // field), as the API server refuses what its schema rejects; a time zone not in the database;
+    // and a starting deadline past the schema's bound, refused by the schema itself.
     let too_long = "a".repeat(53);
     let mut forever = sample("forever", "*/5 * * * *");
     forever.spec.starting_deadline_seconds = Some(400_000_000_000);
+    let mut on_mars = sample("on-mars", "0 9 * * *");
+    on_mars.spec.time_zone = Some("Mars/Olympus_Mons".into());
     for (object, field, expected) in [
+        (
+            on_mars,
+            "spec.timeZone",
+            r#"spec.timeZone: Invalid value: "Mars/Olympus_Mons": not a time zone"#,
+        ),
         (
             forever,
             "spec.startingDeadlineSeconds",

@@ -109,7 +109,10 @@ pub async fn reconcile(cron_job: Arc<CronJob>, ctx: Arc<Context>) -> Result<Acti
         .unwrap_or(now);
     let runs = parse_schedule(&spec.schedule)
         .map_err(|e| Unschedulable::invalid(format!("spec.schedule: {e}")))
-        .and_then(|schedule| runs(&schedule, since, now, spec.starting_deadline_seconds));
+        .and_then(|schedule| {
+            let zone = time_zone(spec.time_zone.as_deref())?;
+            runs(&schedule, &zone, since, now, spec.starting_deadline_seconds)
+        });
     let status = status(cron_job, &jobs, runs.as_ref().err());
     apply::status(&api, cron_job, &status, MANAGER_NAME).await?;
 
@@ -386,12 +389,26 @@ pub struct Runs {
     pub next: Timestamp,
 }
 
-/// The runs of `schedule` between `since` (the last run, or the CronJob's creation) and `now`:
-/// the latest one missed and the next one. With a starting deadline, runs older than the deadline
-/// are not looked at. More than [`MAX_MISSED_RUNS`] missed runs is an error: the clock or the
-/// schedule is likely wrong, and starting one run would hide it.
+/// The time zone of a CronJob's `spec.timeZone`: UTC when it names none. The time-zone database
+/// comes with the binary (jiff's `tzdb-bundle-always`), as Go's comes with Kubernetes' own CronJob
+/// controller: a minimal image has none of its own.
+pub fn time_zone(name: Option<&str>) -> Result<TimeZone, Unschedulable> {
+    let Some(name) = name else {
+        return Ok(TimeZone::UTC);
+    };
+    TimeZone::get(name).map_err(|_| Unschedulable {
+        reason: "InvalidTimeZone",
+        message: format!("spec.timeZone: {name:?} is not a time zone of the IANA database"),
+    })
+}
+
+/// The runs of `schedule`, read in `zone`, between `since` (the last run, or the CronJob's
+/// creation) and `now`: the latest one missed and the next one. With a starting deadline, runs
+/// older than the deadline are not looked at. More than [`MAX_MISSED_RUNS`] missed runs is an
+/// error: the clock or the schedule is likely wrong, and starting one run would hide it.
 pub fn runs(
     schedule: &Cron,
+    zone: &TimeZone,
     since: Timestamp,
     now: Timestamp,
     starting_deadline_seconds: Option<i64>,
@@ -405,7 +422,7 @@ pub fn runs(
     }
     let mut missed = None;
     let mut count = 0;
-    for at in schedule.iter_after(earliest.to_zoned(TimeZone::UTC)) {
+    for at in schedule.iter_after(earliest.to_zoned(zone.clone())) {
         let at = at.timestamp();
         if at > now {
             return Ok(Runs { missed, next: at });
@@ -483,6 +500,7 @@ mod tests {
     fn nothing_is_due_before_the_first_scheduled_time() {
         let runs = runs(
             &every_five_minutes(),
+            &TimeZone::UTC,
             at("2026-01-01T00:01:00Z"),
             at("2026-01-01T00:04:59Z"),
             None,
@@ -500,6 +518,7 @@ mod tests {
     fn the_latest_missed_run_is_due() {
         let runs = runs(
             &every_five_minutes(),
+            &TimeZone::UTC,
             at("2026-01-01T00:01:00Z"),
             at("2026-01-01T00:12:00Z"),
             None,
@@ -513,6 +532,7 @@ mod tests {
     fn a_run_at_exactly_now_is_due() {
         let runs = runs(
             &every_five_minutes(),
+            &TimeZone::UTC,
             at("2026-01-01T00:01:00Z"),
             at("2026-01-01T00:05:00Z"),
             None,
@@ -522,13 +542,30 @@ mod tests {
     }
 
     #[test]
+    fn a_schedule_is_read_in_its_time_zone() {
+        let nine_daily = parse_schedule("0 9 * * *").unwrap();
+        let berlin = time_zone(Some("Europe/Berlin")).unwrap();
+        let (since, now) = (at("2026-01-01T00:00:00Z"), at("2026-01-01T07:00:00Z"));
+        // 9:00 in Berlin is 8:00 UTC in winter, 7:00 UTC in summer.
+        let winter = runs(&nine_daily, &berlin, since, now, None).unwrap();
+        assert_eq!(winter.next, at("2026-01-01T08:00:00Z"));
+        let (since, now) = (at("2026-07-01T00:00:00Z"), at("2026-07-01T06:00:00Z"));
+        let summer = runs(&nine_daily, &berlin, since, now, None).unwrap();
+        assert_eq!(summer.next, at("2026-07-01T07:00:00Z"));
+        let utc = runs(&nine_daily, &time_zone(None).unwrap(), since, now, None).unwrap();
+        assert_eq!(utc.next, at("2026-07-01T09:00:00Z"));
+        let unknown = time_zone(Some("Mars/Olympus_Mons")).unwrap_err();
+        assert_eq!(unknown.reason, "InvalidTimeZone");
+    }
+
+    #[test]
     fn the_starting_deadline_hides_runs_too_old() {
         let since = at("2026-01-01T00:01:00Z");
         let now = at("2026-01-01T00:12:00Z");
         // The 00:10 run is two minutes late: within 180 s, beyond 60 s.
-        let within = runs(&every_five_minutes(), since, now, Some(180)).unwrap();
+        let within = runs(&every_five_minutes(), &TimeZone::UTC, since, now, Some(180)).unwrap();
         assert_eq!(within.missed, Some(at("2026-01-01T00:10:00Z")));
-        let beyond = runs(&every_five_minutes(), since, now, Some(60)).unwrap();
+        let beyond = runs(&every_five_minutes(), &TimeZone::UTC, since, now, Some(60)).unwrap();
         assert_eq!(beyond.missed, None);
         assert_eq!(beyond.next, at("2026-01-01T00:15:00Z"));
     }
@@ -537,7 +574,14 @@ mod tests {
     fn a_deadline_longer_than_time_itself_hides_nothing() {
         let since = at("2026-01-01T00:01:00Z");
         let now = at("2026-01-01T00:12:00Z");
-        let runs = runs(&every_five_minutes(), since, now, Some(i64::MAX)).unwrap();
+        let runs = runs(
+            &every_five_minutes(),
+            &TimeZone::UTC,
+            since,
+            now,
+            Some(i64::MAX),
+        )
+        .unwrap();
         assert_eq!(runs.missed, Some(at("2026-01-01T00:10:00Z")));
     }
 
@@ -545,15 +589,40 @@ mod tests {
     fn too_many_missed_runs_is_an_error() {
         let every_minute = parse_schedule("* * * * *").unwrap();
         let since = at("2026-01-01T00:00:00Z");
-        assert!(runs(&every_minute, since, at("2026-01-01T01:40:00Z"), None).is_ok());
-        let error = runs(&every_minute, since, at("2026-01-01T01:41:00Z"), None).unwrap_err();
+        assert!(
+            runs(
+                &every_minute,
+                &TimeZone::UTC,
+                since,
+                at("2026-01-01T01:40:00Z"),
+                None
+            )
+            .is_ok()
+        );
+        let error = runs(
+            &every_minute,
+            &TimeZone::UTC,
+            since,
+            at("2026-01-01T01:41:00Z"),
+            None,
+        )
+        .unwrap_err();
         assert_eq!(error.reason, "TooManyMissedRuns");
         assert!(
             error.message.contains("more than 100 runs missed"),
             "{error:?}"
         );
         // A deadline bounds how far back the controller looks.
-        assert!(runs(&every_minute, since, at("2026-01-02T00:00:00Z"), Some(600)).is_ok());
+        assert!(
+            runs(
+                &every_minute,
+                &TimeZone::UTC,
+                since,
+                at("2026-01-02T00:00:00Z"),
+                Some(600)
+            )
+            .is_ok()
+        );
     }
 
     fn job(name: &str, scheduled: &str, condition: Option<&str>) -> Arc<Job> {

@@ -28,6 +28,11 @@ pub struct CronJobSpec {
     /// When to run: one cron field per unit of time.
     pub schedule: CronSchedule,
 
+    /// The time zone the schedule is read in, by its name in the IANA time-zone database
+    /// (`Europe/Berlin`, `America/New_York`). No value: UTC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_zone: Option<String>,
+
     /// How many seconds after its scheduled time a run may still start. A run missed by more (the
     /// controller was down, the CronJob was suspended) is skipped. No value: no deadline; at most
     /// 100 years, which already reaches back past any run a CronJob could have missed.

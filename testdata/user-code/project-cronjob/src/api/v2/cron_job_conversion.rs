@@ -78,6 +78,7 @@ impl From<hub::CronJob> for CronJob {
             metadata,
             spec: CronJobSpec {
                 schedule,
+                time_zone: spec.time_zone,
                 starting_deadline_seconds: spec.starting_deadline_seconds,
                 concurrency_policy: spec.concurrency_policy.into(),
                 suspend: spec.suspend,
@@ -116,6 +117,7 @@ impl From<CronJob> for hub::CronJob {
             metadata,
             spec: hub::CronJobSpec {
                 schedule,
+                time_zone: spec.time_zone,
                 starting_deadline_seconds: spec.starting_deadline_seconds,
                 concurrency_policy: spec.concurrency_policy.into(),
                 suspend: spec.suspend,
@@ -266,6 +268,9 @@ mod tests {
     }
 
     /// SplitMix64: a few lines, the same values on every run.
+    /// Time zones a generated CronJob may name.
+    const ZONES: &[&str] = &["UTC", "Europe/Berlin", "America/New_York"];
+
     struct Gen(u64);
 
     impl Gen {
@@ -405,6 +410,7 @@ mod tests {
                 metadata: self.metadata(),
                 spec: hub::CronJobSpec {
                     schedule: self.schedule_string(),
+                    time_zone: self.maybe(|g| ZONES[g.below(ZONES.len() as u64) as usize].into()),
                     starting_deadline_seconds: self.maybe(|g| g.below(600) as i64),
                     concurrency_policy: self.policy(),
                     suspend: self.maybe(|g| g.below(2) == 0),
@@ -427,6 +433,7 @@ mod tests {
                         month: self.cron_field(),
                         day_of_week: self.cron_field(),
                     },
+                    time_zone: self.maybe(|g| ZONES[g.below(ZONES.len() as u64) as usize].into()),
                     starting_deadline_seconds: self.maybe(|g| g.below(600) as i64),
                     concurrency_policy: self.policy().into(),
                     suspend: self.maybe(|g| g.below(2) == 0),

@@ -6,7 +6,8 @@
 //!
 //! The schema already checks each field on its own (a history limit below 0 is refused with no
 //! webhook); the webhooks do what it cannot: fill in defaults the controller and the user should see
-//! in the stored object, parse the schedule, and bound the name by what the Jobs' names add to it.
+//! in the stored object, parse the schedule, look its time zone up, and bound the name by what the
+//! Jobs' names add to it.
 
 use kube::ResourceExt;
 use rustbuilder_runtime::webhook::{
@@ -16,6 +17,7 @@ use rustbuilder_runtime::webhook::{
 use crate::api::v1::CronJob;
 use crate::controller::cron_job::{
     DEFAULT_FAILED_JOBS_HISTORY_LIMIT, DEFAULT_SUCCESSFUL_JOBS_HISTORY_LIMIT, parse_schedule,
+    time_zone,
 };
 
 /// The longest name a CronJob may have: its Jobs are named `<name>-<unix time>`, ten digits and a dash
@@ -103,6 +105,15 @@ pub fn validate(cron_job: &CronJob) -> Validation {
             ),
         ));
     }
+    if let Some(zone) = &cron_job.spec.time_zone
+        && time_zone(Some(zone)).is_err()
+    {
+        problems.push(FieldError::invalid(
+            "spec.timeZone",
+            zone,
+            "not a time zone of the IANA database (e.g. \"Europe/Berlin\")",
+        ));
+    }
     if problems.is_empty() {
         Ok(Vec::new())
     } else {
@@ -144,6 +155,24 @@ mod tests {
         let request = webhook::create_request(&cron_job);
         let admitted = CronJobWebhook.validate_create(&cron_job, &request).await;
         assert_eq!(admitted, Ok(Vec::new()));
+    }
+
+    #[tokio::test]
+    async fn a_time_zone_must_be_one_of_the_database() {
+        let mut cron_job = sample("sample", "0 9 * * *");
+        cron_job.spec.time_zone = Some("Europe/Berlin".into());
+        let request = webhook::create_request(&cron_job);
+        let admitted = CronJobWebhook.validate_create(&cron_job, &request).await;
+        assert_eq!(admitted, Ok(Vec::new()));
+        cron_job.spec.time_zone = Some("Mars/Olympus_Mons".into());
+        let refused = CronJobWebhook.validate_create(&cron_job, &request).await;
+        let denied = refused.unwrap_err();
+        let fields: Vec<_> = denied
+            .field_errors()
+            .iter()
+            .map(FieldError::field)
+            .collect();
+        assert_eq!(fields, ["spec.timeZone"]);
     }
 
     #[tokio::test]
