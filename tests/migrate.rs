@@ -75,6 +75,16 @@ const GAPS: &[Gap] = &[
         matches: |d| d.key() == "description",
     },
     Gap {
+        id: "beyond-the-book",
+        why: "the tutorial's CronJob has what the book's lacks: `timeZone`, as Kubernetes' own CronJob has it, and a maximum on `startingDeadlineSeconds`, past which the controller's time arithmetic would overflow",
+        matches: |d| {
+            d.expected.is_none()
+                && (d.path.ends_with("properties.spec.properties.timeZone")
+                    || d.path
+                        .ends_with("properties.startingDeadlineSeconds.maximum"))
+        },
+    },
+    Gap {
         id: "builtin-type-schema",
         why: "a field of a Kubernetes type (`JobTemplateSpec`, `ObjectReference`, `Condition`) takes k8s-openapi's schema, made from Kubernetes' OpenAPI: it lacks the list and map types, defaults, bounds, enums and patterns controller-gen reads from Go markers, spells out `metadata`, and requires the `name` of local object references (Go has it optional). A `schema_with` function could carry controller-gen's schema instead, as `alpha generate` does for migrated projects; the tutorial keeps the plain type",
         matches: |d| {
@@ -607,7 +617,8 @@ fn assert_books_crd(tutorial: &str, book: Value, ours: Value, expected: &[&str])
 }
 
 /// The gaps of the tutorial's types, named in docs/cronjob-tutorial.md.
-const CRONJOB_TUTORIAL_GAPS: [&str; 6] = [
+const CRONJOB_TUTORIAL_GAPS: [&str; 7] = [
+    "beyond-the-book",
     "builtin-type-schema",
     "descriptions",
     "nullable",
