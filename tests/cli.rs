@@ -135,6 +135,11 @@ fn init_and_create_api_scaffold_the_tutorial_layout() {
         "config/rbac/memcached_viewer_role.yaml",
         "config/samples/cache_v1alpha1_memcached.yaml",
         "config/crd/kustomization.yaml",
+        "config/certmanager/kustomization.yaml",
+        "config/certmanager/issuer.yaml",
+        "config/certmanager/certificate-metrics.yaml",
+        "config/default/cert_metrics_manager_patch.yaml",
+        "config/prometheus/monitor_tls_patch.yaml",
         "rustbuilder/README.md",
         "rustbuilder/runtime/Cargo.toml",
         "rustbuilder/runtime/src/lib.rs",
@@ -182,6 +187,260 @@ fn init_and_create_api_scaffold_the_tutorial_layout() {
     assert!(
         planned.contains("clippy --fix") && planned.contains("fmt"),
         "{planned}"
+    );
+}
+
+/// The `kubectl` whose kustomize renders config/: `KUBEBUILDER_ASSETS`'s, else the envtest cache's
+/// (`rustbuilder envtest use`), else the one on PATH.
+fn kubectl() -> PathBuf {
+    let assets = std::env::var_os("KUBEBUILDER_ASSETS")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain(
+            rustbuilder_envtest::assets::default_bin_dir()
+                .ok()
+                .map(|dir| {
+                    dir.join("k8s")
+                        .join(rustbuilder_envtest::assets::platform_dir(
+                            rustbuilder_envtest::assets::DEFAULT_KUBERNETES_VERSION,
+                        ))
+                }),
+        );
+    for dir in assets {
+        if dir.join("kubectl").is_file() {
+            return dir.join("kubectl");
+        }
+    }
+    PathBuf::from("kubectl")
+}
+
+/// `kubectl kustomize <dir>`, as objects.
+fn kustomize(dir: &Path) -> Vec<serde_yaml::Value> {
+    use serde::Deserialize as _;
+    let output = Command::new(kubectl())
+        .arg("kustomize")
+        .arg(dir)
+        .output()
+        .expect("kubectl runs (`rustbuilder envtest use` downloads one)");
+    assert!(
+        output.status.success(),
+        "kubectl kustomize {}: {}",
+        dir.display(),
+        stderr(&output)
+    );
+    serde_yaml::Deserializer::from_str(&String::from_utf8_lossy(&output.stdout))
+        .map(|doc| serde_yaml::Value::deserialize(doc).unwrap())
+        .collect()
+}
+
+/// The object of `kind` named `name` among `objects`.
+fn object<'a>(objects: &'a [serde_yaml::Value], kind: &str, name: &str) -> &'a serde_yaml::Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} in {objects:#?}"))
+}
+
+/// Turns on the commented-out entries of `config/<path>` (lines `#-` and `#  `), except those in
+/// `keep`; returns how many.
+fn uncomment(config: &Path, path: &str, keep: &[&str]) -> usize {
+    let file = config.join(path);
+    let text = std::fs::read_to_string(&file).unwrap();
+    let mut changed = 0;
+    let lines: Vec<&str> = text
+        .lines()
+        .map(|line| match line.strip_prefix('#') {
+            Some(rest)
+                if (rest.starts_with("- ")
+                    || rest.starts_with("  ")
+                    || rest == "patches:"
+                    || rest == "replacements:")
+                    && !keep.contains(&line) =>
+            {
+                changed += 1;
+                rest
+            }
+            _ => line,
+        })
+        .collect();
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    changed
+}
+
+/// A copy of the project's config/ in a new directory.
+fn config_copy(project: &Path) -> tempfile::TempDir {
+    let copy = tempfile::tempdir().unwrap();
+    for (path, bytes) in tree(project) {
+        if let Ok(rest) = path.strip_prefix("config")
+            && project.join(&path).is_file()
+        {
+            let to = copy.path().join(rest);
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            std::fs::write(to, bytes).unwrap();
+        }
+    }
+    copy
+}
+
+/// The manager's container of the Deployment in `objects`.
+fn manager_container(objects: &[serde_yaml::Value]) -> &serde_yaml::Value {
+    &object(
+        objects,
+        "Deployment",
+        "memcached-operator-controller-manager",
+    )["spec"]["template"]["spec"]["containers"][0]
+}
+
+/// The metrics certificate, as Kubebuilder scaffolds it: off in `config/default` (the manager makes a
+/// self-signed one), and once its entries are uncommented, a cert-manager Certificate for the metrics
+/// Service whose Secret the manager reads through `--metrics-cert-path` and the ServiceMonitor verifies
+/// with.
+#[test]
+fn the_metrics_certificate_is_off_and_turns_on_in_config_default() {
+    let dir = memcached_project();
+    let d = dir.path();
+    fake_manifests(d, "ClusterRole");
+    for file in [
+        "config/certmanager/kustomization.yaml",
+        "config/certmanager/kustomizeconfig.yaml",
+        "config/certmanager/issuer.yaml",
+        "config/certmanager/certificate-metrics.yaml",
+        "config/default/cert_metrics_manager_patch.yaml",
+        "config/prometheus/monitor_tls_patch.yaml",
+        "config/prometheus/kustomization.yaml",
+        "config/default/kustomization.yaml",
+    ] {
+        let text = read(d, file);
+        serde_yaml::from_str::<serde_yaml::Value>(&text)
+            .unwrap_or_else(|e| panic!("{file} is not YAML: {e}\n{text}"));
+    }
+
+    // As scaffolded: no certificate, and the manager makes its own.
+    let off = kustomize(&d.join("config/default"));
+    assert!(!off.iter().any(|o| o["kind"] == "Certificate"), "{off:#?}");
+    let args = format!("{:?}", manager_container(&off)["args"]);
+    assert!(!args.contains("--metrics-cert-path"), "{args}");
+
+    // Turned on as the comments say, the ServiceMonitor with it.
+    let on = config_copy(d);
+    let config = on.path();
+    assert!(
+        uncomment(
+            config,
+            "default/kustomization.yaml",
+            &["#- ../network-policy"]
+        ) > 40
+    );
+    assert_eq!(uncomment(config, "prometheus/kustomization.yaml", &[]), 4);
+    let objects = kustomize(&config.join("default"));
+    let container = manager_container(&objects);
+    let dir_arg = "--metrics-cert-path=/tmp/k8s-metrics-server/metrics-certs";
+    assert!(
+        container["args"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .any(|a| a == dir_arg),
+        "{container:#?}"
+    );
+    let mount = container["volumeMounts"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|m| m["mountPath"] == "/tmp/k8s-metrics-server/metrics-certs")
+        .unwrap_or_else(|| panic!("{container:#?}"));
+    let spec = &object(
+        &objects,
+        "Deployment",
+        "memcached-operator-controller-manager",
+    )["spec"]["template"]["spec"];
+    let volume = spec["volumes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == mount["name"])
+        .unwrap_or_else(|| panic!("{spec:#?}"));
+    assert_eq!(volume["secret"]["secretName"], "metrics-server-cert");
+    // The files the manager reads by default (--metrics-cert-name, --metrics-cert-key).
+    let items = format!("{:?}", volume["secret"]["items"]);
+    assert!(
+        items.contains("tls.crt") && items.contains("tls.key"),
+        "{items}"
+    );
+
+    let service =
+        "memcached-operator-controller-manager-metrics-service.memcached-operator-system.svc";
+    let certificate = object(&objects, "Certificate", "memcached-operator-metrics-certs");
+    assert_eq!(certificate["spec"]["secretName"], "metrics-server-cert");
+    assert_eq!(certificate["spec"]["dnsNames"][0], service);
+    assert_eq!(
+        certificate["spec"]["dnsNames"][1],
+        format!("{service}.cluster.local").as_str()
+    );
+    let issuer = certificate["spec"]["issuerRef"]["name"].as_str().unwrap();
+    object(&objects, "Issuer", issuer);
+    let tls = &object(
+        &objects,
+        "ServiceMonitor",
+        "memcached-operator-controller-manager-metrics-monitor",
+    )["spec"]["endpoints"][0]["tlsConfig"];
+    assert_eq!(tls["insecureSkipVerify"], false, "{tls:#?}");
+    assert_eq!(tls["serverName"], service, "{tls:#?}");
+    assert_eq!(
+        tls["ca"]["secret"]["name"], "metrics-server-cert",
+        "{tls:#?}"
+    );
+
+    // `create webhook` turns config/certmanager on, once, with the webhook's certificate beside the
+    // metrics one; the metrics entries still turn on.
+    ok(
+        d,
+        &[
+            "create",
+            "webhook",
+            "--group",
+            "cache",
+            "--version",
+            "v1alpha1",
+            "--kind",
+            "Memcached",
+            "--defaulting",
+        ],
+    );
+    let default = read(d, "config/default/kustomization.yaml");
+    assert_eq!(
+        default.matches("- ../certmanager\n").count(),
+        1,
+        "{default}"
+    );
+    assert_eq!(default.matches("\nreplacements:\n").count(), 1, "{default}");
+    std::fs::write(
+        d.join("config/webhook/manifests.yaml"),
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingWebhookConfiguration\nmetadata:\n  name: mutating-webhook-configuration\nwebhooks:\n- admissionReviewVersions:\n  - v1\n  clientConfig:\n    service:\n      name: webhook-service\n      namespace: system\n      path: /mutate-cache-example-com-v1alpha1-memcached\n  failurePolicy: Fail\n  name: mmemcached-v1alpha1.kb.io\n  sideEffects: None\n",
+    )
+    .unwrap();
+    let objects = kustomize(&d.join("config/default"));
+    let serving = object(&objects, "Certificate", "memcached-operator-serving-cert");
+    assert_eq!(
+        serving["spec"]["dnsNames"][0],
+        "memcached-operator-webhook-service.memcached-operator-system.svc"
+    );
+    object(&objects, "Certificate", "memcached-operator-metrics-certs");
+    let on = config_copy(d);
+    assert!(
+        uncomment(
+            on.path(),
+            "default/kustomization.yaml",
+            &["#- ../network-policy"]
+        ) > 40
+    );
+    let objects = kustomize(&on.path().join("default"));
+    let certificate = object(&objects, "Certificate", "memcached-operator-metrics-certs");
+    assert_eq!(certificate["spec"]["dnsNames"][0], service);
+    let args = format!("{:?}", manager_container(&objects)["args"]);
+    assert!(
+        args.contains(dir_arg) && args.contains("--webhook-cert-path="),
+        "{args}"
     );
 }
 
@@ -1537,7 +1796,7 @@ fn edit_multigroup_moves_a_single_group_project() {
     std::fs::write(&controller, &mine).unwrap();
     std::fs::write(
         dir.join("tests/mine.rs"),
-        "use memcached_operator::api::{self, v1alpha1::Memcached};\n\n#[test]\nfn named() {\n    let _ = std::any::type_name::<Memcached>();\n    let _ = api::v1beta1::Deployer::new;\n}\n",
+        "use memcached_operator::api::{self, v1alpha1::Memcached};\n\n#[test]\nfn named() {\n    let _ = std::any::type_name::<Memcached>();\n    let _ = api::v1beta1::Deployer::new;\n    let _ = include_str!(\"../src/controller/deployer.rs\");\n}\n",
     )
     .unwrap();
     let output = ok(dir, &["edit", "--multigroup"]);
@@ -1561,11 +1820,13 @@ fn edit_multigroup_moves_a_single_group_project() {
         read(dir, "tests/mine.rs").lines().next().unwrap(),
         "use memcached_operator::api::{self, cache::v1alpha1::Memcached};"
     );
-    let test = read(dir, "tests/controllers/cache_deployer.rs");
+    // A path to a moved file, in a string, follows it.
+    let mine = read(dir, "tests/mine.rs");
     assert!(
-        test.contains("include_str!(\"../../src/controller/cache/deployer.rs\")"),
-        "{test}"
+        mine.contains("include_str!(\"../src/controller/cache/deployer.rs\")"),
+        "{mine}"
     );
+    assert!(dir.join("tests/controllers/cache_deployer.rs").is_file());
     let controller_tests = read(dir, "tests/controllers/main.rs");
     assert!(
         controller_tests.contains("mod cache_deployer;\nmod cache_memcached;\n"),
@@ -1585,13 +1846,20 @@ fn edit_multigroup_moves_a_single_group_project() {
         .keys()
         .filter(|k| again.get(*k) != now.get(*k))
         .collect();
+    // The moved controllers keep their names, and the test counts the reconciles by that name.
     assert_eq!(
         differ,
         vec![
             Path::new("src/controller/cache/deployer.rs"),
             Path::new("src/controller/cache/memcached.rs"),
+            Path::new("tests/controllers/cache_deployer.rs"),
             Path::new("tests/mine.rs"),
         ]
+    );
+    let test = read(dir, "tests/controllers/cache_deployer.rs");
+    assert!(
+        test.contains(r#"testing::reconciles(manager, "deployer", "success")"#),
+        "{test}"
     );
     // Again: nothing to do. Then a second group is welcome.
     let output = ok(dir, &["edit", "--multigroup"]);
@@ -2713,7 +2981,8 @@ fn update_runtime_moves_a_registry_projects_requirements() {
         text = text.replace(&format!("{name}\"{version}\""), &format!("{name}\"0.0.1\""));
     }
     std::fs::write(root.join("Cargo.toml"), text).unwrap();
-    assert_eq!(read(root, "Cargo.toml").matches("\"0.0.1\"").count(), 2);
+    // The runtime twice (a dependency, and a dev-dependency with its test helpers), and envtest.
+    assert_eq!(read(root, "Cargo.toml").matches("\"0.0.1\"").count(), 3);
 
     let output = ok(root, &["alpha", "update-runtime"]);
     let report = stderr(&output);
@@ -3783,8 +4052,9 @@ fn the_chart_of_a_project_with_webhooks_switches_them_and_cert_manager() {
     let kustomization = read(d, "config/default/kustomization.yaml");
     std::fs::write(
         d.join("config/default/kustomization.yaml"),
-        format!(
-            "{kustomization}- path: manager_webhook_patch.yaml\n  target:\n    kind: Deployment\n"
+        kustomization.replace(
+            "# +rustbuilder:scaffold:webhookpatches\n",
+            "- path: manager_webhook_patch.yaml\n  target:\n    kind: Deployment\n# +rustbuilder:scaffold:webhookpatches\n",
         ),
     )
     .unwrap();

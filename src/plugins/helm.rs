@@ -592,6 +592,7 @@ fn file_for(kind: &str, name: &str) -> String {
         ("ClusterRole", "metrics-reader") => "metrics_reader_role",
         ("ServiceMonitor", "controller-manager-metrics-monitor") => "monitor",
         ("Certificate", "serving-cert") => "certificate",
+        ("Certificate", "metrics-certs") => "certificate-metrics",
         ("Issuer", "selfsigned-issuer") => "issuer",
         ("NetworkPolicy", name) => name,
         _ => &name
@@ -599,6 +600,16 @@ fn file_for(kind: &str, name: &str) -> String {
             .replace("rolebinding", "role_binding"),
     };
     format!("{file}.yaml")
+}
+
+/// The Service whose DNS names a certificate of config/certmanager holds (by the certificate's name
+/// without the prefix): the metrics server's certificate names the metrics Service, the others the
+/// webhook Service.
+fn certificate_service(certificate: &str) -> &'static str {
+    match certificate {
+        "metrics-certs" => "controller-manager-metrics-service",
+        _ => "webhook-service",
+    }
 }
 
 /// Takes kustomize's name prefix and namespace back out of an object of a rendered manifest, so that it
@@ -662,12 +673,13 @@ fn unplace(doc: &mut Value, prefix: &str, namespace: Option<&str>) {
             }
         }
         "Certificate" => {
+            let name = string_at(doc, &["metadata", "name"]).unwrap_or_default();
             if let Some(spec) = doc.get_mut("spec") {
                 if let Some(issuer) = spec.get_mut("issuerRef") {
                     strip(issuer, "name");
                 }
+                let service = format!("{prefix}{}", certificate_service(&name));
                 if let Some(Value::Sequence(names)) = spec.get_mut("dnsNames") {
-                    let service = format!("{prefix}webhook-service");
                     for name in names {
                         if let (Value::String(text), Some(ns)) = (name, namespace) {
                             *text = text.replace(
@@ -1148,7 +1160,10 @@ impl Placer<'_> {
                 if let Some(issuer) = doc.get_mut("spec").and_then(|s| s.get_mut("issuerRef")) {
                     self.reference(issuer, "name");
                 }
-                let service = self.prefixed("webhook-service");
+                let name = string_at(doc, &["metadata", "name"]).unwrap_or_default();
+                let service = self.prefixed(certificate_service(
+                    name.strip_prefix(self.prefix).unwrap_or(&name),
+                ));
                 if let Some(Value::Sequence(names)) =
                     doc.get_mut("spec").and_then(|s| s.get_mut("dnsNames"))
                 {

@@ -814,14 +814,47 @@ fn wire_config(plan: &mut Plan, admission: bool) -> Result<()> {
             fragment: "- allow-webhook-traffic.yaml".to_string(),
         })?;
     }
+    // `init` scaffolds config/certmanager for the metrics certificate, listed but commented out in
+    // config/default: webhooks need it, so it is turned on, and the serving certificate joins the metrics
+    // one there. Projects from before have neither, and get both lines.
+    let certificates = "config/certmanager/kustomization.yaml";
+    if plan
+        .contents(certificates)?
+        .is_some_and(|text| text.contains("+rustbuilder:scaffold:certificates"))
+    {
+        plan.insert(Insertion {
+            path: certificates,
+            marker: "certificates",
+            fragment: "- certificate.yaml".to_string(),
+        })?;
+    }
+    let listed = plan.contents(DEFAULT)?.is_some_and(|text| {
+        text.lines()
+            .any(|line| matches!(line.trim_end(), "#- ../certmanager" | "- ../certmanager"))
+    });
+    if listed {
+        plan.edit(DEFAULT, |text| {
+            let mut out: String = text
+                .lines()
+                .map(|line| match line.trim_end() {
+                    "#- ../certmanager" => "- ../certmanager",
+                    _ => line,
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+            out.push('\n');
+            out
+        })?;
+    }
     plan.insert(Insertion {
         path: DEFAULT,
         marker: "webhookresources",
-        fragment: "\
-# The webhook Service, and the serving certificate cert-manager issues for it.
-- ../webhook
-- ../certmanager"
-            .to_string(),
+        fragment: if listed {
+            "# The webhook Service (its serving certificate is in ../certmanager).\n- ../webhook"
+        } else {
+            "# The webhook Service, and the serving certificate cert-manager issues for it.\n- ../webhook\n- ../certmanager"
+        }
+        .to_string(),
     })?;
     plan.insert(Insertion {
         path: DEFAULT,
@@ -841,12 +874,7 @@ fn wire_config(plan: &mut Plan, admission: bool) -> Result<()> {
         plan.insert(Insertion {
             path: DEFAULT,
             marker: "webhookreplacements",
-            fragment: scaffold::render(
-                "partials/webhook/replacements.yaml",
-                &tera::Context::new(),
-            )?
-            .trim_end()
-            .to_string(),
+            fragment: webhook_replacements(&plan.contents(DEFAULT)?.unwrap_or_default())?,
         })?;
     }
     if admission {
@@ -857,6 +885,19 @@ fn wire_config(plan: &mut Plan, admission: bool) -> Result<()> {
         })?;
     }
     Ok(())
+}
+
+/// The webhook's replacements for `config/default/kustomization.yaml` (`text`): under the `replacements:`
+/// key `init` writes (for the metrics certificate's) when the file has it, with a key of their own
+/// otherwise, as projects from before have no such key.
+fn webhook_replacements(text: &str) -> Result<String> {
+    let partial = scaffold::render("partials/webhook/replacements.yaml", &tera::Context::new())?;
+    let has_key = text.lines().any(|line| line.trim_end() == "replacements:");
+    Ok(partial
+        .lines()
+        .filter(|line| !(has_key && *line == "replacements:"))
+        .collect::<Vec<_>>()
+        .join("\n"))
 }
 
 /// Defaulting and validation: the kind's webhook file (whole, or the new webhooks at its markers), its
