@@ -24,9 +24,9 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp, tz::TimeZone};
 use kube::api::{PostParams, PropagationPolicy};
 use kube::runtime::controller::Action;
 use kube::{Api, Client, Resource, ResourceExt};
+use rustbuilder_runtime::cache::Cache;
 use rustbuilder_runtime::clock::{Clock, SystemClock, requeue_at};
 use rustbuilder_runtime::events::Events;
-use rustbuilder_runtime::owned::Owned;
 use rustbuilder_runtime::{Manager, apply, children, conditions};
 use tracing::info;
 
@@ -64,8 +64,9 @@ pub struct Context {
     pub client: Client,
     /// Events about CronJobs (a skipped run, a Job created).
     pub events: Events,
-    /// The Jobs this manager created, shared with anything else that watches them.
-    pub jobs: Owned<Job>,
+    /// Every Job, as the manager's watch last saw them, indexed by owner; shared with anything else
+    /// that watches Jobs.
+    pub jobs: Cache<Job>,
     /// What time it is: the system's clock, or the one a test moves.
     pub clock: Arc<dyn Clock>,
 }
@@ -77,7 +78,9 @@ pub async fn run(manager: Manager) {
 
 /// Runs the controller with `clock` telling the time (tests pass a `FakeClock`).
 pub async fn run_with_clock(manager: Manager, clock: Arc<dyn Clock>) {
-    let jobs = manager.owned::<Job>();
+    // Every Job, as the book's `Owns(&batchv1.Job{})` caches them: one the CronJob owns counts even
+    // if this operator did not make it (by hand, or an earlier operator).
+    let jobs = manager.cache::<Job>();
     let ctx = Arc::new(Context {
         client: manager.client(),
         events: manager.events(),
@@ -455,7 +458,7 @@ pub fn build_job(cron_job: &CronJob, scheduled: Timestamp) -> Result<Job> {
     let template = &cron_job.spec.job_template;
     let template_meta = template.metadata.clone().unwrap_or_default();
     let mut labels: BTreeMap<String, String> = template_meta.labels.unwrap_or_default();
-    // The label the manager's Job cache selects on.
+    // Which operator made the Job: `kubectl get jobs -l app.kubernetes.io/managed-by=project-cronjob`.
     labels.insert("app.kubernetes.io/managed-by".into(), MANAGER_NAME.into());
     let mut annotations = template_meta.annotations.unwrap_or_default();
     annotations.insert(SCHEDULED_TIME.into(), scheduled.to_string());

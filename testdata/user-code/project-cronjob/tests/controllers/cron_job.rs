@@ -332,6 +332,34 @@ async fn cron_jobs_run_on_schedule_as_their_policies_say() {
     .await;
     t.delete(&forbid).await;
 
+    // A Job the CronJob owns that this operator did not make (by hand, as the book's test does, or
+    // by an earlier operator: no label of ours) counts all the same: Forbid waits for it.
+    let mut by_hand_spec = spec(true);
+    by_hand_spec.concurrency_policy = ConcurrencyPolicy::Forbid;
+    let by_hand = t.create("by-hand", by_hand_spec).await;
+    let (first, _) = first_runs(&by_hand);
+    let earlier = first - SignedDuration::from_secs(60);
+    let mut job = cron_job::build_job(&by_hand, earlier).expect("a Job of the CronJob");
+    job.metadata.labels = None;
+    t.jobs
+        .create(&PostParams::default(), &job)
+        .await
+        .expect("the Job made by hand");
+    t.set_clock(&by_hand, first, 1).await;
+    t.still_jobs(
+        &by_hand,
+        &[earlier],
+        "Forbid: no run beside a Job made by hand",
+    )
+    .await;
+    eventually("status.active naming it", TIMEOUT, async || {
+        let active = t.current(&by_hand).await.status?.active?;
+        let names: Vec<_> = active.iter().filter_map(|r| r.name.clone()).collect();
+        (names == [job.name_any()]).then_some(())
+    })
+    .await;
+    t.delete(&by_hand).await;
+
     // Replace: the second run replaces the first.
     let mut replace_spec = spec(true);
     replace_spec.concurrency_policy = ConcurrencyPolicy::Replace;
