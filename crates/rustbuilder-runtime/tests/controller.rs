@@ -1074,12 +1074,12 @@ async fn watched_objects_reconcile_the_objects_that_name_them() {
         "the change of the settings did not reconcile the Widget naming them: {:?}",
         seen.lock().unwrap()
     );
-    // Gone settings reconcile it too.
+    // Gone settings reconcile it too (counted from before the delete: its reconcile may come first).
+    let after = reconciles_of("named");
     configmaps
         .delete("settings", &DeleteParams::default())
         .await
         .unwrap();
-    let after = reconciles_of("named");
     let again = async || reconciles_of("named") > after && saw("named", None);
     assert!(
         eventually(Duration::from_secs(10), again).await,
