@@ -1335,3 +1335,70 @@ async fn no_reconcile_reads_a_cache_while_it_lists_again() {
         .unwrap()
         .unwrap();
 }
+
+/// A `watches` mapper and an `on_error` policy are the user's code too: one that panics costs the
+/// change or the choice it was asked for, never the controller (a panic would end its task, and
+/// the manager with it).
+#[tokio::test]
+async fn a_panicking_mapper_or_error_policy_stops_nothing() {
+    let env = TestEnv::builder().crd(Widget::crd()).start().await;
+    let client = env.client();
+    let manager = Manager::new(MANAGER, client.clone());
+    let settings = manager.cache::<ConfigMap>();
+    let configmaps = manager.owned::<ConfigMap>();
+    let ctx = Context::new(&manager, client.clone(), &configmaps);
+    let mapper = |configmap: &ConfigMap| -> Vec<ObjectRef<Widget>> {
+        assert_ne!(
+            configmap.name_any(),
+            "poison",
+            "the mapper cannot map poison"
+        );
+        vec![ObjectRef::new("w").within("default")]
+    };
+    let controller = manager
+        .controller(Api::<Widget>::all(client.clone()), "widget")
+        .owns(&configmaps)
+        .watches(&settings, mapper)
+        .on_error(|_, _| panic!("the policy cannot choose"))
+        .run(reconcile, ctx.clone());
+    manager.controllers().add(controller);
+    let running = tokio::spawn(manager.controllers().run());
+
+    let named = |name: &str| ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let pp = PostParams::default();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    cms.create(&pp, &named("poison")).await.unwrap();
+    // The first reconcile fails, and the policy that should choose what follows panics: retried.
+    let widgets: Api<Widget> = Api::namespaced(client.clone(), "default");
+    widgets.create(&pp, &widget("w", 1, 1)).await.unwrap();
+    let ready = async || {
+        let status = widgets.get("w").await.unwrap().status.unwrap_or_default();
+        conditions::is_true(&status.conditions, "Ready")
+    };
+    assert!(
+        eventually(Duration::from_secs(30), ready).await,
+        "the Widget whose policy panicked was not retried"
+    );
+    // A change the mapper does map still reconciles, after the one it could not.
+    let before = ctx.reconciles.load(Ordering::SeqCst);
+    cms.create(&pp, &named("fine")).await.unwrap();
+    let mapped = async || ctx.reconciles.load(Ordering::SeqCst) > before;
+    assert!(
+        eventually(Duration::from_secs(10), mapped).await,
+        "a mapped change did not reconcile the Widget"
+    );
+    assert!(!running.is_finished(), "the controller stopped");
+
+    manager.shutdown();
+    tokio::time::timeout(Duration::from_secs(10), running)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+}

@@ -285,7 +285,16 @@ where
         let cache = cache.clone();
         self.others.push(Box::new(move || {
             let targets = cache.changes_by_origin().flat_map(move |(change, origin)| {
-                let targets: Vec<ObjectRef<K>> = mapper(change.object()).into_iter().collect();
+                // A mapper that panics maps this change to nothing; the controller goes on.
+                let mapped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    mapper(change.object()).into_iter().collect::<Vec<ObjectRef<K>>>()
+                }));
+                let targets = mapped.unwrap_or_else(|payload| {
+                    let panic = Panicked::from_payload(&*payload);
+                    let object = change.object().name_any();
+                    warn!(%object, panic = %panic.message, "a watches mapper panicked: the change reconciles nothing");
+                    Vec::new()
+                });
                 targets.iter().for_each(|target| queue.add(key_of(target)));
                 futures::stream::iter(targets.into_iter().map(move |target| (target, origin)))
             });
@@ -517,9 +526,18 @@ where
         let retries = queue.clone();
         let error_policy = move |object: Arc<K>, error: &Failure<E>, _ctx: Arc<C>| {
             let key = object_key(&*object);
-            let chosen = on_error
-                .as_ref()
-                .map_or(OnError::Retry, |on_error| on_error(&object, error.cause()));
+            // A policy that panics retries, as if it had not been given.
+            let chosen = on_error.as_ref().map_or(OnError::Retry, |on_error| {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    on_error(&object, error.cause())
+                }))
+                .unwrap_or_else(|payload| {
+                    let panic = Panicked::from_payload(&*payload);
+                    warn!(controller = %controller_name, object = %key, panic = %panic.message,
+                        "the on_error policy panicked: retried");
+                    OnError::Retry
+                })
+            });
             let delay = match chosen {
                 OnError::Retry => backoff.next_delay(&key),
                 OnError::RetryAfter(delay) => delay,
