@@ -777,6 +777,10 @@ mod tests {
                 "        api::cache::v1alpha1::Memcached::crd(),",
             ),
             (
+                "        crd::<api::v1alpha1::Memcached>(),",
+                "        crd::<api::cache::v1alpha1::Memcached>(),",
+            ),
+            (
                 "use project::controller::{MANAGER_NAME, memcached};",
                 "use project::controller::{MANAGER_NAME, cache::memcached};",
             ),

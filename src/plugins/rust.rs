@@ -1018,7 +1018,7 @@ fn wire(
         })?;
         // One line at a time: rustfmt sorts them among the others.
         for import in [
-            "use kube::CustomResourceExt;".to_string(),
+            "use rustbuilder_runtime::manifests::crd;".to_string(),
             format!("use {}::api;", base.crate_name),
         ] {
             plan.insert(Insertion {
@@ -1030,7 +1030,7 @@ fn wire(
         plan.insert(Insertion {
             path: "src/bin/crdgen.rs",
             marker: "crds",
-            fragment: format!("        {}::{kind}::crd(),", api.api_path),
+            fragment: format!("        crd::<{}::{kind}>(),", api.api_path),
         })?;
         plan.insert(Insertion {
             path: "config/crd/kustomization.yaml",

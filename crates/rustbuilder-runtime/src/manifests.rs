@@ -2,16 +2,18 @@
 //! manager's ClusterRole, from the `// +rustbuilder:rbac:` markers in `src/`; and the webhook
 //! configurations, from the `// +rustbuilder:webhook:` markers ([`webhooks`]).
 //!
-//! An operator's `src/bin/crdgen.rs` is one call:
+//! An operator's `src/bin/crdgen.rs` is one call. [`crd`] is kube's `Memcached::crd()` with the list
+//! and map types, required fields and defaults of the Kubernetes types a kind embeds, as the API
+//! server publishes them:
 //!
 //! ```no_run
-//! use kube::CustomResourceExt;
+//! use rustbuilder_runtime::manifests::crd;
 //! # #[derive(kube::CustomResource, Clone, Debug, serde::Deserialize, serde::Serialize, schemars::JsonSchema)]
 //! # #[kube(group = "cache.example.com", version = "v1alpha1", kind = "Memcached", namespaced)]
 //! # struct MemcachedSpec { size: i32 }
 //!
 //! fn main() -> std::process::ExitCode {
-//!     rustbuilder_runtime::manifests::main(vec![Memcached::crd()])
+//!     rustbuilder_runtime::manifests::main(vec![crd::<Memcached>()])
 //! }
 //! ```
 //!
@@ -21,7 +23,6 @@
 //! `/convert` webhook:
 //!
 //! ```no_run
-//! use kube::CustomResourceExt;
 //! # mod v1alpha1 {
 //! # #[derive(kube::CustomResource, Clone, Debug, serde::Deserialize, serde::Serialize, schemars::JsonSchema)]
 //! # #[kube(group = "cache.example.com", version = "v1alpha1", kind = "Memcached", namespaced)]
@@ -32,10 +33,10 @@
 //! # #[kube(group = "cache.example.com", version = "v1", kind = "Memcached", namespaced)]
 //! # pub struct MemcachedSpec { replicas: i32 }
 //! # }
-//! use rustbuilder_runtime::manifests::Crds;
+//! use rustbuilder_runtime::manifests::{Crds, crd};
 //!
 //! fn main() -> std::process::ExitCode {
-//!     Crds::new([v1alpha1::Memcached::crd(), v1::Memcached::crd()])
+//!     Crds::new([crd::<v1alpha1::Memcached>(), crd::<v1::Memcached>()])
 //!         .storage_version::<v1::Memcached>()
 //!         .conversion_webhook::<v1::Memcached>()
 //!         .main()
@@ -57,8 +58,10 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 use kube::Resource;
 
+mod builtin;
 pub mod webhooks;
 
+pub use builtin::crd;
 use webhooks::WEBHOOK_FILE;
 
 /// The marker prefix controllers use to declare the permissions they need.
@@ -157,7 +160,7 @@ pub struct Crds {
 }
 
 impl Crds {
-    /// The CRDs, e.g. `[v1alpha1::Memcached::crd(), v1::Memcached::crd(), Other::crd()]`.
+    /// The CRDs, e.g. `[crd::<v1alpha1::Memcached>(), crd::<v1::Memcached>(), crd::<Other>()]`.
     pub fn new(crds: impl IntoIterator<Item = CustomResourceDefinition>) -> Self {
         Crds {
             crds: crds.into_iter().collect(),
@@ -195,7 +198,7 @@ impl Crds {
             if !by_name.contains_key(name) {
                 return Err(Error::Crd {
                     name: name.clone(),
-                    message: "no such CRD\nhelp: pass its `Kind::crd()` to `Crds::new`".into(),
+                    message: "no such CRD\nhelp: pass its `crd::<Kind>()` to `Crds::new`".into(),
                 });
             }
         }
