@@ -89,9 +89,9 @@ export TEST_JOBS ?= 2
 TEST_BINARIES := python3 hack/test-binaries.py
 
 .PHONY: test-cli
-test-cli: envtest ## Unit and integration tests of the CLI (kustomize builds of config/ with envtest's kubectl).
+test-cli: envtest helm ## Unit and integration tests of the CLI (kustomize builds of config/ with envtest's kubectl, charts rendered with helm).
 	$(step-start)
-	KUBEBUILDER_ASSETS="$(ASSETS)" $(TEST_BINARIES) --doc --locked
+	HELM=$(HELM) KUBEBUILDER_ASSETS="$(ASSETS)" $(TEST_BINARIES) --doc --locked
 	$(step-end)
 
 .PHONY: test-package

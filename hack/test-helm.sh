@@ -49,6 +49,10 @@ expect "$work/default.yaml" "  namespace: $namespace"
 expect "$work/default.yaml" "        - --leader-elect"
 expect "$work/default.yaml" "        - --metrics-bind-address=:8443"
 expect "$work/default.yaml" "  name: $name-controller-manager-metrics-service"
+# Every object carries the release's labels (templates/_helpers.tpl).
+expect "$work/default.yaml" "    helm.sh/chart: $name-0.1.0"
+expect "$work/default.yaml" "    app.kubernetes.io/instance: \"$name\""
+expect "$work/default.yaml" "      app.kubernetes.io/name: $name"
 refuse "$work/default.yaml" "kind: ServiceMonitor"
 refuse "$work/default.yaml" "kind: NetworkPolicy"
 

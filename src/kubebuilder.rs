@@ -562,14 +562,14 @@ impl Importer<'_> {
                 "grafana.kubebuilder.io/v1-alpha" => {
                     (project::GRAFANA_PLUGIN, PluginConfig::default())
                 }
-                "autoupdate.kubebuilder.io/v1-alpha" => {
-                    if fields.flag("useGhModels")? {
-                        self.note(format!(
-                            "`{at}.useGhModels` is left out: the workflow opens the pull request without an AI summary"
-                        ));
-                    }
-                    (project::AUTOUPDATE_PLUGIN, PluginConfig::default())
-                }
+                "autoupdate.kubebuilder.io/v1-alpha" => (
+                    project::AUTOUPDATE_PLUGIN,
+                    PluginConfig {
+                        // The workflow comments a GitHub Models summary of each update, as Kubebuilder's.
+                        use_gh_models: fields.flag("useGhModels")?.then_some(true),
+                        ..Default::default()
+                    },
+                ),
                 "helm.kubebuilder.io/v2-alpha" => {
                     let manifests = fields.string("manifests")?;
                     let output = fields.string("output")?;

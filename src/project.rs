@@ -76,6 +76,10 @@ pub struct PluginConfig {
     pub owner: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resources: Vec<PluginResource>,
+    /// The auto-update workflow comments an AI summary of each update (GitHub Models) on its pull
+    /// request or issue (autoupdate plugin only, `--use-gh-models`); recorded when true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub use_gh_models: Option<bool>,
     /// Where the project gets rustbuilder's runtime crates (Rust plugin only, `init --runtime-source`):
     /// `registry` for crates.io; absent for the copy in the project's `rustbuilder/`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -190,6 +190,45 @@ fn init_and_create_api_scaffold_the_tutorial_layout() {
     );
 }
 
+/// `make certs` writes the webhook server's certificate where `make run`'s manager looks for it (its
+/// `--webhook-cert-path` default, or `WEBHOOK_CERT_PATH`), with the envtest example's `certs`.
+#[test]
+fn make_certs_writes_the_certificate_make_run_serves_the_webhooks_with() {
+    let dir = memcached_project();
+    let d = dir.path();
+    let make = |args: &[&str]| {
+        let output = Command::new("make")
+            .args(args)
+            .current_dir(d)
+            .output()
+            .expect("make runs");
+        assert!(output.status.success(), "{}", stderr(&output));
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let planned = make(&["-n", "certs"]);
+    assert!(
+        planned.ends_with(
+            "cargo run --quiet --example envtest -- certs /tmp/k8s-webhook-server/serving-certs\n"
+        ),
+        "{planned}"
+    );
+    assert!(
+        make(&["-n", "certs", "WEBHOOK_CERT_PATH=/elsewhere"]).ends_with("-- certs /elsewhere\n")
+    );
+    let help = make(&["help"]);
+    assert!(
+        help.lines()
+            .any(|line| line.contains("certs") && line.contains("webhook server")),
+        "{help}"
+    );
+    // The example's command line, as the project's copy of the envtest crate has it.
+    let cli = read(d, "rustbuilder/envtest/src/cli.rs");
+    assert!(
+        cli.contains("[\"certs\", dir]"),
+        "the envtest example has no `certs`"
+    );
+}
+
 /// The `kubectl` whose kustomize renders config/: `KUBEBUILDER_ASSETS`'s, else the envtest cache's
 /// (`rustbuilder envtest use`), else the one on PATH.
 fn kubectl() -> PathBuf {
@@ -1691,7 +1730,7 @@ fn a_multigroup_project_holds_each_group_in_its_own_modules() {
     );
     let crdgen = read(dir, "src/bin/crdgen.rs");
     assert!(
-        crdgen.contains("api::ship::v1beta1::Frigate::crd(),"),
+        crdgen.contains("crd::<api::ship::v1beta1::Frigate>(),"),
         "{crdgen}"
     );
     let controller = read(dir, "src/controller/ship/frigate.rs");
@@ -3887,6 +3926,222 @@ fn edit_plugins_helm_writes_a_chart_from_config() {
     assert_eq!(read(d, "dist/chart/values.yaml"), values);
 }
 
+/// The `helm` that renders charts: `HELM`'s (`make test-cli` passes the one `make helm` builds), else
+/// the repository's cache of it, else the one on PATH.
+fn helm() -> PathBuf {
+    if let Some(helm) = std::env::var_os("HELM") {
+        return PathBuf::from(helm);
+    }
+    let cache = std::env::var_os("HOME")
+        .map(|home| Path::new(&home).join(".cache/rustbuilder/helm"))
+        .and_then(|dir| std::fs::read_dir(dir).ok())
+        .into_iter()
+        .flatten()
+        .filter_map(|entry| Some(entry.ok()?.path().join("helm")))
+        .filter(|helm| helm.is_file())
+        .max();
+    cache.unwrap_or_else(|| PathBuf::from("helm"))
+}
+
+/// `helm <args>` in `dir`, its output.
+fn run_helm(dir: &Path, args: &[&str]) -> String {
+    let output = Command::new(helm())
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("helm runs (`make helm` builds one; HELM names it)");
+    assert!(
+        output.status.success(),
+        "helm {}: {}",
+        args.join(" "),
+        stderr(&output)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// The chart's workflow, as GitHub reads it: its one job's environment and its steps.
+fn chart_workflow(dir: &Path) -> (serde_yaml::Value, Vec<serde_yaml::Value>) {
+    let workflow: serde_yaml::Value =
+        serde_yaml::from_str(&read(dir, ".github/workflows/test-chart.yml")).unwrap();
+    let jobs = workflow["jobs"].as_mapping().unwrap();
+    assert_eq!(
+        jobs.keys().map(|k| k.as_str().unwrap()).collect::<Vec<_>>(),
+        ["test-chart"]
+    );
+    assert_eq!(workflow["permissions"]["contents"], "read");
+    let job = &workflow["jobs"]["test-chart"];
+    (
+        job["env"].clone(),
+        job["steps"].as_sequence().unwrap().clone(),
+    )
+}
+
+#[test]
+fn edit_plugins_helm_writes_helpers_and_a_workflow_that_installs_the_chart() {
+    let dir = memcached_project();
+    let d = dir.path();
+    fake_manifests(d, "ClusterRole");
+    ok(d, HELM);
+
+    // The templates take their labels and the chart's name from _helpers.tpl.
+    let helpers = read(d, "dist/chart/templates/_helpers.tpl");
+    for define in [
+        "{{- define \"memcached-operator.name\" -}}\n",
+        "{{- define \"memcached-operator.labels\" -}}\n",
+    ] {
+        assert!(helpers.contains(define), "{define:?} in:\n{helpers}");
+    }
+    let manager = read(d, "dist/chart/templates/manager/manager.yaml");
+    assert!(
+        manager.contains("  labels:\n    control-plane: controller-manager\n    {{- include \"memcached-operator.labels\" . | nindent 4 }}\n"),
+        "{manager}"
+    );
+    assert!(
+        manager.contains("    matchLabels:\n      control-plane: controller-manager\n      app.kubernetes.io/name: {{ include \"memcached-operator.name\" . }}\n"),
+        "{manager}"
+    );
+    let role = read(d, "dist/chart/templates/rbac/role.yaml");
+    assert!(
+        role.contains("    {{- include \"memcached-operator.labels\" . | nindent 4 }}\n")
+            || !role.contains("app.kubernetes.io/name"),
+        "{role}"
+    );
+
+    // They render: every object labelled by the release, selectors as config/ has them.
+    run_helm(d, &["lint", "--strict", "dist/chart"]);
+    let rendered = run_helm(
+        d,
+        &[
+            "template",
+            "memcached-operator",
+            "dist/chart",
+            "--namespace",
+            "memcached-operator-system",
+        ],
+    );
+    for line in [
+        "    helm.sh/chart: memcached-operator-0.1.0\n",
+        "    app.kubernetes.io/instance: \"memcached-operator\"\n",
+        "    app.kubernetes.io/managed-by: Helm\n",
+        "      app.kubernetes.io/name: memcached-operator\n",
+    ] {
+        assert!(rendered.contains(line), "{line:?} in:\n{rendered}");
+    }
+    assert!(!rendered.contains("kustomize"), "{rendered}");
+    {
+        use serde::Deserialize as _;
+        for doc in serde_yaml::Deserializer::from_str(&rendered) {
+            let doc = serde_yaml::Value::deserialize(doc).unwrap();
+            if doc.is_null() || doc["kind"] == "CustomResourceDefinition" {
+                continue;
+            }
+            assert_eq!(
+                doc["metadata"]["labels"]["helm.sh/chart"], "memcached-operator-0.1.0",
+                "{doc:?}"
+            );
+        }
+    }
+
+    // The workflow lints the chart and installs it on a local cluster, as the e2e workflow runs its
+    // cluster: no Kind, no Docker.
+    let (env, steps) = chart_workflow(d);
+    assert_eq!(env["CHART"], "dist/chart");
+    assert_eq!(env["NAMESPACE"], "memcached-operator-system");
+    let runs: Vec<&str> = steps.iter().filter_map(|s| s["run"].as_str()).collect();
+    let uses: Vec<&str> = steps.iter().filter_map(|s| s["uses"].as_str()).collect();
+    let step = |needle: &str| runs.iter().any(|run| run.contains(needle));
+    assert!(step("helm lint --strict \"$CHART\""), "{runs:?}");
+    assert!(step("helm template"), "{runs:?}");
+    assert!(step("--example envtest -- local-cluster"), "{runs:?}");
+    assert!(
+        step(
+            "helm install \"$RELEASE\" \"$CHART\" --namespace \"$NAMESPACE\" --create-namespace --wait"
+        ),
+        "{runs:?}"
+    );
+    assert!(
+        step("wait --for=condition=Available deployment/memcached-operator-controller-manager"),
+        "{runs:?}"
+    );
+    assert!(
+        !step("certManager"),
+        "no webhooks, no cert-manager: {runs:?}"
+    );
+    assert!(uses.contains(&"azure/setup-helm@v4"), "{uses:?}");
+    for docker in ["docker", "kind ", "kind/", "buildx"] {
+        assert!(
+            runs.iter().chain(&uses).all(|text| !text.contains(docker)),
+            "{docker}: {runs:?} {uses:?}"
+        );
+    }
+
+    // Both files are the user's once written; `--force` writes them again.
+    std::fs::write(
+        d.join("dist/chart/templates/_helpers.tpl"),
+        format!("{helpers}{{{{/* ours */}}}}\n"),
+    )
+    .unwrap();
+    let workflow = read(d, ".github/workflows/test-chart.yml");
+    std::fs::write(
+        d.join(".github/workflows/test-chart.yml"),
+        format!("{workflow}# ours\n"),
+    )
+    .unwrap();
+    ok(d, HELM);
+    assert!(read(d, "dist/chart/templates/_helpers.tpl").ends_with("{{/* ours */}}\n"));
+    assert!(read(d, ".github/workflows/test-chart.yml").ends_with("# ours\n"));
+    ok(d, &["edit", "--plugins", "helm/v2-alpha", "--force"]);
+    assert_eq!(read(d, "dist/chart/templates/_helpers.tpl"), helpers);
+    assert_eq!(read(d, ".github/workflows/test-chart.yml"), workflow);
+}
+
+#[test]
+fn the_chart_of_a_project_with_webhooks_renders_and_its_workflow_installs_it_without_cert_manager()
+{
+    let dir = helm_webhook_project();
+    let d = dir.path();
+    ok(
+        d,
+        &[
+            "edit",
+            "--plugins",
+            "helm/v2-alpha",
+            "--output-dir",
+            "deploy",
+        ],
+    );
+    run_helm(d, &["lint", "--strict", "deploy/chart"]);
+    let rendered = run_helm(d, &["template", "memcached-operator", "deploy/chart"]);
+    assert!(
+        rendered.contains("kind: MutatingWebhookConfiguration\n"),
+        "{rendered}"
+    );
+    assert!(rendered.contains("kind: Certificate\n"), "{rendered}");
+    let (env, steps) = chart_workflow(d);
+    assert_eq!(env["CHART"], "deploy/chart");
+    let install = steps
+        .iter()
+        .filter_map(|s| s["run"].as_str())
+        .find(|run| run.contains("helm install"))
+        .unwrap();
+    assert!(
+        install.contains("--set certManager.enable=false"),
+        "{install}"
+    );
+    // Without cert-manager's kinds, as on the workflow's cluster.
+    let rendered = run_helm(
+        d,
+        &[
+            "template",
+            "memcached-operator",
+            "deploy/chart",
+            "--set",
+            "certManager.enable=false",
+        ],
+    );
+    assert!(!rendered.contains("kind: Certificate\n"), "{rendered}");
+}
+
 #[test]
 fn alpha_generate_skip_manifests_keeps_the_helm_plugin_and_its_chart() {
     let dir = memcached_project();
@@ -3896,6 +4151,8 @@ fn alpha_generate_skip_manifests_keeps_the_helm_plugin_and_its_chart() {
     // The user's values survive too: the chart is theirs to edit.
     let values = read(d, "dist/chart/values.yaml").replace("  replicas: 1\n", "  replicas: 2\n");
     std::fs::write(d.join("dist/chart/values.yaml"), &values).unwrap();
+    let workflow = format!("{}# ours\n", read(d, ".github/workflows/test-chart.yml"));
+    std::fs::write(d.join(".github/workflows/test-chart.yml"), &workflow).unwrap();
     let chart: BTreeMap<PathBuf, Vec<u8>> = tree(d)
         .into_iter()
         .filter(|(path, _)| path.starts_with("dist"))
@@ -3913,6 +4170,7 @@ fn alpha_generate_skip_manifests_keeps_the_helm_plugin_and_its_chart() {
         .filter(|(path, _)| path.starts_with("dist"))
         .collect();
     assert_eq!(copied, chart);
+    assert_eq!(read(&target, ".github/workflows/test-chart.yml"), workflow);
 
     // In place, the same.
     let output = ok(d, &["alpha", "generate", "--skip-manifests"]);
@@ -3923,6 +4181,7 @@ fn alpha_generate_skip_manifests_keeps_the_helm_plugin_and_its_chart() {
         .filter(|(path, _)| path.starts_with("dist"))
         .collect();
     assert_eq!(kept, chart);
+    assert_eq!(read(d, ".github/workflows/test-chart.yml"), workflow);
     let message = stderr(&output);
     assert!(
         message.contains("make manifests && rustbuilder edit --plugins helm/v2-alpha"),
@@ -4884,6 +5143,119 @@ fn edit_plugins_autoupdate_writes_a_workflow_that_runs_alpha_update() {
     let (_out, target) = regenerated(d);
     assert_eq!(read(&target, ".github/workflows/auto_update.yml"), text);
     assert_eq!(read(&target, "PROJECT"), read(d, "PROJECT"));
+}
+
+#[test]
+fn edit_use_gh_models_adds_a_github_models_summary_to_the_auto_update_workflow() {
+    let dir = memcached_project();
+    let d = dir.path();
+    ok(
+        d,
+        &[
+            "edit",
+            "--plugins",
+            "autoupdate/v1-alpha",
+            "--use-gh-models",
+        ],
+    );
+    assert!(
+        read(d, "PROJECT")
+            .contains("  autoupdate.rustbuilder.dev/v1-alpha:\n    useGhModels: true\n")
+    );
+    let text = read(d, ".github/workflows/auto_update.yml");
+    let workflow: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    assert_eq!(workflow["permissions"]["models"], "read", "{text}");
+    let steps = workflow["jobs"]["auto-update"]["steps"]
+        .as_sequence()
+        .unwrap();
+    let names: Vec<&str> = steps.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names[names.len() - 2..],
+        [
+            "Open a pull request or an issue",
+            "Summarize the update with GitHub Models"
+        ]
+    );
+    let (open, summary) = (&steps[steps.len() - 2], &steps[steps.len() - 1]);
+    assert_eq!(open["id"], "open");
+    assert!(
+        open["run"]
+            .as_str()
+            .unwrap()
+            .contains("echo \"url=$url\" >> \"$GITHUB_OUTPUT\""),
+        "{text}"
+    );
+    assert_eq!(summary["if"], "steps.open.outputs.url != ''");
+    assert_eq!(summary["continue-on-error"], true);
+    assert_eq!(summary["env"]["URL"], "${{ steps.open.outputs.url }}");
+    let run = summary["run"].as_str().unwrap();
+    for part in [
+        "gh extension install github/gh-models",
+        "| gh models run openai/gpt-4o-mini",
+        "gh pr comment \"$URL\" --body-file",
+        "gh issue comment \"$URL\" --body-file",
+    ] {
+        assert!(run.contains(part), "{part:?} in:\n{run}");
+    }
+
+    // Recorded: alpha generate writes the same workflow again.
+    let (_out, target) = regenerated(d);
+    assert_eq!(read(&target, ".github/workflows/auto_update.yml"), text);
+
+    // `--use-gh-models=false` records it off; the workflow, the user's, is kept and the note says so.
+    let output = ok(
+        d,
+        &[
+            "edit",
+            "--plugins",
+            "autoupdate/v1-alpha",
+            "--use-gh-models=false",
+        ],
+    );
+    assert!(read(d, "PROJECT").contains("  autoupdate.rustbuilder.dev/v1-alpha: {}\n"));
+    assert_eq!(read(d, ".github/workflows/auto_update.yml"), text);
+    assert!(
+        stderr(&output).contains(
+            "remove it and run this again for the workflow without the GitHub Models summary"
+        ),
+        "{}",
+        stderr(&output)
+    );
+    std::fs::remove_file(d.join(".github/workflows/auto_update.yml")).unwrap();
+    ok(d, &["edit", "--plugins", "autoupdate/v1-alpha"]);
+    let plain = read(d, ".github/workflows/auto_update.yml");
+    assert!(
+        !plain.contains("models") && !plain.contains("Summarize"),
+        "{plain}"
+    );
+
+    refused(
+        d,
+        &["edit", "--plugins", "helm/v2-alpha", "--use-gh-models"],
+        &["`--use-gh-models` belongs to `--plugins autoupdate/v1-alpha`"],
+    );
+}
+
+#[test]
+fn edit_force_takes_true_and_false() {
+    let dir = memcached_project();
+    let d = dir.path();
+    fake_manifests(d, "ClusterRole");
+    ok(d, HELM);
+    let values = read(d, "dist/chart/values.yaml");
+    let mine = values.replace("  replicas: 1\n", "  replicas: 3\n");
+    std::fs::write(d.join("dist/chart/values.yaml"), &mine).unwrap();
+    ok(d, &["edit", "--plugins", "helm/v2-alpha", "--force=false"]);
+    assert_eq!(read(d, "dist/chart/values.yaml"), mine);
+    ok(d, &["edit", "--plugins", "helm/v2-alpha", "--force=true"]);
+    assert_eq!(read(d, "dist/chart/values.yaml"), values);
+    // `--force=false` asks for nothing, so it needs no plugin.
+    refused(
+        d,
+        &["edit", "--force=true", "--multigroup"],
+        &["`--force` belongs to `--plugins helm/v2-alpha`"],
+    );
+    ok(d, &["edit", "--force=false", "--multigroup=false"]);
 }
 
 #[test]

@@ -24,9 +24,11 @@ use crate::shell;
 ///
 /// `--plugins helm/v2-alpha` writes a Helm chart to `dist/chart/` from `config/` (run `make manifests`
 /// first), or from the install manifest `--manifests` names (`make build-installer` writes
-/// `dist/install.yaml`); `--output-dir DIR` puts it in `DIR/chart/`. Running it again regenerates the
-/// templates and keeps `values.yaml`, `Chart.yaml` and `.helmignore` as they are, adding any values
-/// section the new templates need; `--force` rewrites them.
+/// `dist/install.yaml`); `--output-dir DIR` puts it in `DIR/chart/`. The templates take their labels
+/// from `templates/_helpers.tpl`, and `.github/workflows/test-chart.yml` lints the chart and installs it
+/// on a local cluster. Running it again regenerates the templates and keeps `values.yaml`, `Chart.yaml`,
+/// `.helmignore`, `_helpers.tpl` and the workflow as they are, adding any values section the new
+/// templates need; `--force` rewrites them.
 ///
 /// `--plugins grafana/v1-alpha` writes Grafana dashboards of the manager's metrics to `grafana/`, and
 /// `grafana/custom-metrics/config.yaml` for metrics of your own: list them there and run it again for
@@ -34,7 +36,8 @@ use crate::shell;
 ///
 /// `--plugins autoupdate/v1-alpha` writes `.github/workflows/auto_update.yml`, a weekly GitHub Actions
 /// workflow that runs `rustbuilder alpha update` when a newer rustbuilder is released and opens a pull
-/// request (or an issue, on conflicts).
+/// request (or an issue, on conflicts); with `--use-gh-models` it also comments a summary of the update
+/// written by GitHub Models.
 ///
 /// `--license`, `--owner` and `--license-file` change the licence header of the files written from
 /// then on (`hack/boilerplate.rs.txt`, as `init` takes them); files already written keep theirs.
@@ -48,7 +51,7 @@ use crate::shell;
                         make manifests && rustbuilder edit --plugins helm/v2-alpha\n  \
                         make build-installer && rustbuilder edit --plugins helm/v2-alpha --manifests dist/install.yaml\n  \
                         rustbuilder edit --plugins grafana/v1-alpha\n  \
-                        rustbuilder edit --plugins autoupdate/v1-alpha\n  \
+                        rustbuilder edit --plugins autoupdate/v1-alpha --use-gh-models\n  \
                         rustbuilder edit --license apache2 --owner \"The Memcached Authors\""
 )]
 pub struct Args {
@@ -62,8 +65,9 @@ pub struct Args {
     /// dashboards) or `autoupdate/v1-alpha` (a workflow that runs `alpha update`).
     #[arg(long, value_name = "PLUGIN")]
     pub plugins: Option<String>,
-    /// With `--plugins helm/v2-alpha`: rewrite values.yaml, Chart.yaml and .helmignore too.
-    #[arg(long)]
+    /// With `--plugins helm/v2-alpha`: rewrite values.yaml, Chart.yaml, .helmignore, _helpers.tpl and
+    /// the chart's workflow too.
+    #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false)]
     pub force: bool,
     /// With `--plugins helm/v2-alpha`: build the chart from this rendered install manifest (e.g.
     /// dist/install.yaml from `make build-installer`) instead of config/; `--manifests ""` goes back
@@ -73,6 +77,11 @@ pub struct Args {
     /// With `--plugins helm/v2-alpha`: write the chart to DIR/chart/ [default: dist].
     #[arg(long, value_name = "DIR")]
     pub output_dir: Option<String>,
+    /// With `--plugins autoupdate/v1-alpha`: the workflow also asks GitHub Models for a summary of each
+    /// update and comments it on the pull request or issue (needs the `models: read` permission,
+    /// which the workflow requests) [default: as PROJECT records it, else false].
+    #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub use_gh_models: Option<bool>,
     /// The license of the files written from now on: their header in `hack/boilerplate.rs.txt`.
     #[arg(long, value_enum)]
     pub license: Option<super::license::License>,
@@ -130,6 +139,11 @@ pub fn run(args: Args) -> Result<()> {
             );
         }
     }
+    if args.use_gh_models.is_some() && !plugins.contains(&Plugin::Autoupdate) {
+        bail!(
+            "`--use-gh-models` belongs to `--plugins autoupdate/v1-alpha`\nhelp: e.g. `rustbuilder edit --plugins autoupdate/v1-alpha --use-gh-models`"
+        );
+    }
     if !plugins.is_empty() {
         let options = helm::Options {
             force: args.force,
@@ -138,7 +152,7 @@ pub fn run(args: Args) -> Result<()> {
             replay: false,
         };
         for plugin in plugins {
-            run_plugin(&args.project.dir, plugin, &options)?;
+            run_plugin(&args.project.dir, plugin, &options, args.use_gh_models)?;
         }
         return Ok(());
     }
@@ -212,16 +226,18 @@ fn edit_namespaced(dir: &std::path::Path, namespaced: bool) -> Result<()> {
     Ok(())
 }
 
-/// Runs `plugin` on the project in `dir` (`options` for Helm's chart).
+/// Runs `plugin` on the project in `dir` (`options` for Helm's chart, `use_gh_models` for the
+/// auto-update workflow).
 pub(super) fn run_plugin(
     dir: &std::path::Path,
     plugin: Plugin,
     options: &helm::Options,
+    use_gh_models: Option<bool>,
 ) -> Result<()> {
     match plugin {
         Plugin::Helm => edit_helm(dir, options),
         Plugin::Grafana => edit_grafana(dir),
-        Plugin::Autoupdate => edit_autoupdate(dir),
+        Plugin::Autoupdate => edit_autoupdate(dir, use_gh_models),
         Plugin::DeployImage => unreachable!("deploy-image runs on `create api`"),
     }
 }
@@ -269,8 +285,19 @@ fn edit_grafana(dir: &std::path::Path) -> Result<()> {
     Ok(())
 }
 
-fn edit_autoupdate(dir: &std::path::Path) -> Result<()> {
-    let changed = autoupdate::edit(dir)?.apply()?;
+fn edit_autoupdate(dir: &std::path::Path, use_gh_models: Option<bool>) -> Result<()> {
+    let edit = autoupdate::edit(dir, use_gh_models)?;
+    let changed = edit.plan.apply()?;
+    if edit.workflow_kept && use_gh_models.is_some() {
+        shell::note(
+            "Kept",
+            format!(
+                "{} as it is: remove it and run this again for the workflow with{} the GitHub Models summary",
+                autoupdate::WORKFLOW,
+                if edit.use_gh_models { "" } else { "out" }
+            ),
+        );
+    }
     if changed.is_empty() {
         shell::status(
             "Fresh",

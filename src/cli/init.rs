@@ -130,7 +130,7 @@ pub fn run(args: Args) -> Result<()> {
     let plan = crate::plugins::rust::init(&args.dir, &options)?;
     shell::written(plan.apply()?);
     for plugin in plugins {
-        super::edit::run_plugin(&args.dir, plugin, &Default::default())?;
+        super::edit::run_plugin(&args.dir, plugin, &Default::default(), None)?;
     }
     shell::note(
         "Next",

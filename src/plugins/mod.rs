@@ -154,8 +154,8 @@ fn replay_optional_plugins(project: &Project, input: &Path, output: &Path) -> Re
     if project.plugins.contains_key(project::GRAFANA_PLUGIN) {
         grafana::replay(input, output)?;
     }
-    if project.plugins.contains_key(project::AUTOUPDATE_PLUGIN) {
-        autoupdate::replay(output)?;
+    if let Some(record) = project.plugins.get(project::AUTOUPDATE_PLUGIN) {
+        autoupdate::replay(output, record.use_gh_models == Some(true))?;
     }
     Ok(())
 }

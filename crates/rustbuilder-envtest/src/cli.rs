@@ -8,6 +8,10 @@ use crate::{TestEnv, assets};
 /// Where `local-cluster` writes its kubeconfig unless told otherwise.
 const DEFAULT_KUBECONFIG: &str = "bin/local-cluster.kubeconfig";
 
+/// Where `certs` writes the certificate unless told otherwise: the manager's `--webhook-cert-path`
+/// default.
+const DEFAULT_CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
+
 const USAGE: &str = "\
 Usage: envtest <COMMAND>
 
@@ -21,6 +25,10 @@ Commands:
                               with Go)
   local-cluster [KUBECONFIG]  Run a local cluster with fake nodes until Ctrl-C, writing its admin
                               kubeconfig to KUBECONFIG (default: bin/local-cluster.kubeconfig)
+  certs [DIR]                 Write a self-signed serving certificate for localhost and 127.0.0.1,
+                              tls.crt and tls.key, into DIR (default:
+                              /tmp/k8s-webhook-server/serving-certs, where the manager looks for its
+                              webhook server's): `make certs`, so that `make run` serves the webhooks
   help                        Print this message";
 
 /// The command line of a project's `examples/envtest.rs`, with arguments from the process:
@@ -53,6 +61,8 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
         }
         ["local-cluster"] => run_local_cluster(Path::new(DEFAULT_KUBECONFIG)),
         ["local-cluster", path] => run_local_cluster(Path::new(path)),
+        ["certs"] => write_certs(Path::new(DEFAULT_CERT_DIR)),
+        ["certs", dir] if !dir.starts_with('-') => write_certs(Path::new(dir)),
         ["help" | "--help" | "-h"] => {
             println!("{USAGE}");
             ExitCode::SUCCESS
@@ -93,6 +103,28 @@ fn print_assets(version: Option<&str>, components: assets::Components) -> ExitCo
         }
         Err(e) => {
             eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `certs [DIR]`: a serving certificate and key for a webhook server on this machine, replacing any
+/// there.
+fn write_certs(dir: &Path) -> ExitCode {
+    match crate::harness::pki::write_serving_pair(dir) {
+        Ok(()) => {
+            println!(
+                "Wrote a self-signed serving certificate for localhost and 127.0.0.1: {} and {}",
+                dir.join("tls.crt").display(),
+                dir.join("tls.key").display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!(
+                "error: cannot write the certificate into {}: {e}",
+                dir.display()
+            );
             ExitCode::FAILURE
         }
     }

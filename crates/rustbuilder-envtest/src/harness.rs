@@ -1,6 +1,6 @@
 //! [`TestEnv`]: a real control plane per test, started from the assets and stopped on drop.
 
-mod pki;
+pub(crate) mod pki;
 
 use std::fs::{self, File};
 use std::net::TcpListener;

@@ -703,19 +703,23 @@ async fn the_server_presents_a_replaced_certificate() {
 
 /// Kubebuilder's `ENABLE_WEBHOOKS=false` (here also `--enable-webhooks=false`): a manager whose
 /// webhooks are registered runs without serving them, so it needs no certificate (`make run` on a
-/// workstation). With them on, the missing certificate stops it and the message says both ways out.
+/// workstation). With them on, the missing certificate stops it and the message names the files and
+/// the ways out; once `make certs` (the envtest example's `certs`) has written them, it serves.
 #[tokio::test]
 async fn webhooks_turned_off_need_no_serving_certificate() {
     let env = TestEnv::start().await;
     let kubeconfig = env.kubeconfig().display().to_string();
-    let start = async |webhooks: &str| {
+    let port = format!("--webhook-port={}", env.webhook_port());
+    let start = async |cert_dir: &str, webhooks: &str| {
+        let cert_path = format!("--webhook-cert-path={cert_dir}");
         let args = [
             "manager",
             "--kubeconfig",
             &kubeconfig,
             "--health-probe-bind-address=0",
             "--metrics-bind-address=0",
-            "--webhook-cert-path=/nonexistent/serving-certs",
+            &port,
+            &cert_path,
             webhooks,
         ];
         #[derive(clap::Parser)]
@@ -734,23 +738,37 @@ async fn webhooks_turned_off_need_no_serving_certificate() {
         registered(manager.webhooks().clone(), GadgetWebhook::default());
         manager
     };
+    let keeps_running = async |manager: Manager| {
+        let running = tokio::spawn(manager.controllers().run());
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(
+            !running.is_finished(),
+            "the manager stopped: {:?}",
+            running.await
+        );
+        manager.shutdown();
+        let stopped = tokio::time::timeout(Duration::from_secs(10), running).await;
+        assert!(matches!(stopped, Ok(Ok(Ok(())))), "{stopped:?}");
+    };
 
-    let on = start("--enable-webhooks=true").await;
+    let certs = tempfile::tempdir().unwrap();
+    let dir = certs.path().join("serving-certs");
+    let dir = dir.to_str().unwrap();
+    let on = start(dir, "--enable-webhooks=true").await;
     let refused = on.controllers().run().await.unwrap_err().to_string();
-    assert!(
-        refused.contains("no serving certificate") && refused.contains("ENABLE_WEBHOOKS=false"),
-        "{refused}"
-    );
+    for part in [
+        format!("no serving certificate: {dir}/tls.crt does not exist"),
+        format!("the certificate {dir}/tls.crt and its key {dir}/tls.key"),
+        format!("`make certs WEBHOOK_CERT_PATH={dir}` writes a self-signed pair there"),
+        "`make run ENABLE_WEBHOOKS=false`".to_string(),
+    ] {
+        assert!(refused.contains(&part), "{part:?} in: {refused}");
+    }
 
-    let off = start("--enable-webhooks=false").await;
-    let running = tokio::spawn(off.controllers().run());
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert!(
-        !running.is_finished(),
-        "the manager stopped: {:?}",
-        running.await
-    );
-    off.shutdown();
-    let stopped = tokio::time::timeout(Duration::from_secs(10), running).await;
-    assert!(matches!(stopped, Ok(Ok(Ok(())))), "{stopped:?}");
+    keeps_running(start(dir, "--enable-webhooks=false").await).await;
+
+    // `make certs WEBHOOK_CERT_PATH=<dir>`, then `make run`.
+    let written = rustbuilder_envtest::run(["certs".to_string(), dir.to_string()]);
+    assert_eq!(written, std::process::ExitCode::SUCCESS);
+    keeps_running(start(dir, "--enable-webhooks=true").await).await;
 }

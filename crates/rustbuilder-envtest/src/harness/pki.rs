@@ -66,3 +66,31 @@ pub(super) fn write(dir: &Path) {
     write("sa.key", sa.serialize_pem());
     write("sa.pub", sa.public_key_pem());
 }
+
+/// Writes a self-signed certificate for 127.0.0.1 and localhost and its key into `dir` (created if
+/// missing) as `tls.crt` and `tls.key`, the names of a `kubernetes.io/tls` Secret: a webhook server
+/// run on this machine serves with them. The key is readable by its owner only.
+pub(crate) fn write_serving_pair(dir: &Path) -> std::io::Result<()> {
+    let other = std::io::Error::other;
+    fs::create_dir_all(dir)?;
+    let key = KeyPair::generate().map_err(other)?;
+    let names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+    let mut params = CertificateParams::new(names).map_err(other)?;
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "webhook-server");
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = vec![ServerAuth];
+    let cert = params.self_signed(&key).map_err(other)?;
+    let key_path = dir.join("tls.key");
+    let _ = fs::remove_file(&key_path);
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    std::io::Write::write_all(
+        &mut options.open(&key_path)?,
+        key.serialize_pem().as_bytes(),
+    )?;
+    fs::write(dir.join("tls.crt"), cert.pem())
+}

@@ -2,6 +2,7 @@
 //! [`Webhooks::handle`].
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -134,27 +135,70 @@ fn json(body: Vec<u8>) -> Response<String> {
     response
 }
 
-/// A missing file gets an error saying where it was looked for and how to provide it.
+/// A missing file gets an error naming both files and how to provide them.
 fn check_files(cert: &CertSource) -> Result<(), Error> {
     let CertSource::Files { cert, key } = cert else {
         return Ok(());
     };
-    for file in [cert, key] {
-        if !file.is_file() {
-            return Err(Error::Webhook {
-                reason: format!(
-                    "no serving certificate: {} does not exist\n\
-                 help: webhooks are registered, so the manager serves them over HTTPS and needs a \
-                 certificate and key there. In a cluster, `make deploy` has cert-manager issue them \
-                 into the mounted Secret; elsewhere, point --webhook-cert-path (WEBHOOK_CERT_PATH) at a \
-                 directory with tls.crt and tls.key (in tests: rustbuilder_envtest's \
-                 TestEnv::webhook_cert_dir()); or run without the webhooks: ENABLE_WEBHOOKS=false \
-                 (e.g. `make run ENABLE_WEBHOOKS=false`)",
-                    file.display()
-                ),
-                source: None,
-            });
-        }
+    match [cert, key].into_iter().find(|file| !file.is_file()) {
+        Some(missing) => Err(Error::Webhook {
+            reason: missing_certificate(cert, key, missing),
+            source: None,
+        }),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// Where `make certs` writes the certificate, the manager's `--webhook-cert-path` default.
+const LOCAL_CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
+
+fn missing_certificate(cert: &Path, key: &Path, missing: &Path) -> String {
+    let dir = cert.parent().unwrap_or(Path::new("."));
+    let make_certs = if dir == Path::new(LOCAL_CERT_DIR) {
+        "make certs".to_string()
+    } else {
+        format!("make certs WEBHOOK_CERT_PATH={}", dir.display())
+    };
+    format!(
+        "no serving certificate: {} does not exist\n\
+         help: webhooks are registered, so the manager serves them over HTTPS with the certificate {} \
+         and its key {}. On a workstation, `{make_certs}` writes a self-signed pair there, then \
+         `make run`; or run without the webhooks: `make run ENABLE_WEBHOOKS=false` \
+         (ENABLE_WEBHOOKS=false, --enable-webhooks=false). In a cluster, `make deploy` has \
+         cert-manager issue them into the mounted Secret; in tests, point --webhook-cert-path \
+         (WEBHOOK_CERT_PATH) at rustbuilder_envtest's TestEnv::webhook_cert_dir()",
+        missing.display(),
+        cert.display(),
+        key.display(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_certificate_names_both_files_and_the_ways_out() {
+        let cert = Path::new(LOCAL_CERT_DIR).join("tls.crt");
+        let key = Path::new(LOCAL_CERT_DIR).join("tls.key");
+        let message = missing_certificate(&cert, &key, &key);
+        for part in [
+            "no serving certificate: /tmp/k8s-webhook-server/serving-certs/tls.key does not exist\n",
+            "the certificate /tmp/k8s-webhook-server/serving-certs/tls.crt and its key /tmp/k8s-webhook-server/serving-certs/tls.key",
+            "`make certs` writes a self-signed pair there",
+            "`make run ENABLE_WEBHOOKS=false`",
+        ] {
+            assert!(message.contains(part), "{part:?} in: {message}");
+        }
+        // Elsewhere, `make certs` is told where.
+        let message = missing_certificate(
+            Path::new("/certs/tls.crt"),
+            Path::new("/certs/tls.key"),
+            Path::new("/certs/tls.crt"),
+        );
+        assert!(
+            message.contains("`make certs WEBHOOK_CERT_PATH=/certs` writes"),
+            "{message}"
+        );
+    }
 }

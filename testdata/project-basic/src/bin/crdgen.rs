@@ -9,14 +9,14 @@
 
 use std::process::ExitCode;
 
-use kube::CustomResourceExt;
 use project_basic::api;
 use rustbuilder_runtime::manifests::Crds;
+use rustbuilder_runtime::manifests::crd;
 // +rustbuilder:scaffold:imports
 
 fn main() -> ExitCode {
     let crds = Crds::new(vec![
-        api::v1alpha1::Memcached::crd(),
+        crd::<api::v1alpha1::Memcached>(),
         // +rustbuilder:scaffold:crds
     ]);
     // +rustbuilder:scaffold:crdoptions

@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
-use kube::CustomResourceExt;
 use kube::api::{Api, PostParams};
 use rustbuilder_envtest::TestEnv;
+use rustbuilder_runtime::manifests::crd;
 use rustbuilder_runtime::{Manager, conditions};
 
 use project_basic::api::v1alpha1::Memcached;
@@ -16,7 +16,7 @@ use project_basic::controller::{MANAGER_NAME, memcached};
 
 #[tokio::test]
 async fn reconcile_marks_memcached_ready() {
-    let env = TestEnv::builder().crd(Memcached::crd()).start().await;
+    let env = TestEnv::builder().crd(crd::<Memcached>()).start().await;
     let manager = Manager::new(MANAGER_NAME, env.client());
     let controller = tokio::spawn(memcached::run(manager.clone()));
     let api: Api<Memcached> = Api::namespaced(env.client(), "default");

@@ -9,15 +9,15 @@
 
 use std::process::ExitCode;
 
-use kube::CustomResourceExt;
 use project_cronjob::api;
 use rustbuilder_runtime::manifests::Crds;
+use rustbuilder_runtime::manifests::crd;
 // +rustbuilder:scaffold:imports
 
 fn main() -> ExitCode {
     let crds = Crds::new(vec![
-        api::v1::CronJob::crd(),
-        api::v2::CronJob::crd(),
+        crd::<api::v1::CronJob>(),
+        crd::<api::v2::CronJob>(),
         // +rustbuilder:scaffold:crds
     ]);
     // CronJob has several versions, stored in etcd at one of them (the hub of their conversion).

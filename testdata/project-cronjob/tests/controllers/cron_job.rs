@@ -16,12 +16,13 @@ use std::time::Duration;
 use k8s_openapi::api::batch::v1::{Job, JobSpec, JobTemplateSpec};
 use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::{CustomResourceExt, ResourceExt};
 use rustbuilder_envtest::TestEnv;
 use rustbuilder_runtime::Manager;
 use rustbuilder_runtime::clock::{Clock, FakeClock};
 use rustbuilder_runtime::conditions;
+use rustbuilder_runtime::manifests::crd;
 use rustbuilder_runtime::testing::{self, eventually};
 
 use project_cronjob::api::v1::{ConcurrencyPolicy, CronJob, CronJobSpec};
@@ -166,7 +167,7 @@ fn first_runs(cron_job: &CronJob) -> (Timestamp, Timestamp) {
 #[tokio::test]
 async fn cron_jobs_run_on_schedule_as_their_policies_say() {
     let env = TestEnv::builder()
-        .crd(CronJob::crd())
+        .crd(crd::<CronJob>())
         .cluster(true)
         .start()
         .await;

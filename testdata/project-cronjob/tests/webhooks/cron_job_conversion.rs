@@ -7,11 +7,11 @@
 //! and validating webhooks of v1 are registered too: the API server converts a v2 object to v1 to call
 //! them.
 
+use kube::ResourceExt;
 use kube::api::{Api, PostParams};
-use kube::{CustomResourceExt, ResourceExt};
 use rustbuilder_envtest::TestEnv;
 use rustbuilder_runtime::manager::CertSource;
-use rustbuilder_runtime::manifests::Crds;
+use rustbuilder_runtime::manifests::{Crds, crd};
 use rustbuilder_runtime::webhook::{Server, Webhooks};
 
 use project_cronjob::api::{v1, v2};
@@ -20,7 +20,7 @@ use project_cronjob::webhook::v1::cron_job::CronJobWebhook;
 /// A control plane with the CRD as `make manifests` writes it and the webhook configurations, and the
 /// webhook server they point at, with the webhooks `src/main.rs` registers.
 async fn start() -> (TestEnv, Server) {
-    let crds = Crds::new(vec![v1::CronJob::crd(), v2::CronJob::crd()])
+    let crds = Crds::new(vec![crd::<v1::CronJob>(), crd::<v2::CronJob>()])
         .storage_version::<v1::CronJob>()
         .conversion_webhook::<v1::CronJob>()
         .merged()

@@ -5,10 +5,10 @@
 //! `config/webhook/manifests.yaml` (which `make manifests` writes from the markers) with the address of
 //! the webhook server this test starts, so the API server calls the webhooks as it does in a cluster.
 
-use kube::CustomResourceExt;
 use kube::api::{Api, PostParams};
 use rustbuilder_envtest::TestEnv;
 use rustbuilder_runtime::manager::CertSource;
+use rustbuilder_runtime::manifests::crd;
 use rustbuilder_runtime::webhook::{Server, Webhooks};
 
 use project_cronjob::api::v1::{ConcurrencyPolicy, CronJob, CronJobSpec};
@@ -19,7 +19,7 @@ use project_cronjob::webhook::v1::cron_job::CronJobWebhook;
 #[tokio::test]
 async fn the_api_server_defaults_and_validates_cronjobs() {
     let env = TestEnv::builder()
-        .crd(CronJob::crd())
+        .crd(crd::<CronJob>())
         .webhook_manifests("config/webhook")
         .start()
         .await;

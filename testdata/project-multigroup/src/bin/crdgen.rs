@@ -9,17 +9,17 @@
 
 use std::process::ExitCode;
 
-use kube::CustomResourceExt;
 use project_multigroup::api;
 use rustbuilder_runtime::manifests::Crds;
+use rustbuilder_runtime::manifests::crd;
 // +rustbuilder:scaffold:imports
 
 fn main() -> ExitCode {
     let crds = Crds::new(vec![
-        api::cache::v1alpha1::Memcached::crd(),
-        api::harbor::v1::Frigate::crd(),
-        api::ship::v1beta1::Frigate::crd(),
-        api::ship::v2alpha1::Cruiser::crd(),
+        crd::<api::cache::v1alpha1::Memcached>(),
+        crd::<api::harbor::v1::Frigate>(),
+        crd::<api::ship::v1beta1::Frigate>(),
+        crd::<api::ship::v2alpha1::Cruiser>(),
         // +rustbuilder:scaffold:crds
     ]);
     // +rustbuilder:scaffold:crdoptions

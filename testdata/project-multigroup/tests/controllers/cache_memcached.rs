@@ -10,8 +10,9 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::{Api, Client, CustomResourceExt, ResourceExt};
+use kube::{Api, Client, ResourceExt};
 use rustbuilder_envtest::TestEnv;
+use rustbuilder_runtime::manifests::crd;
 use rustbuilder_runtime::{Manager, testing};
 use serde_json::json;
 
@@ -29,7 +30,7 @@ const SLOW_LIST: Duration = Duration::from_secs(3);
 /// A control plane with the project's CRD; `cluster` adds what makes Pods run.
 async fn start(cluster: bool) -> TestEnv {
     TestEnv::builder()
-        .crd(Memcached::crd())
+        .crd(crd::<Memcached>())
         .cluster(cluster)
         .start()
         .await

@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
-use kube::CustomResourceExt;
 use kube::api::{Api, PostParams};
 use rustbuilder_envtest::TestEnv;
+use rustbuilder_runtime::manifests::crd;
 use rustbuilder_runtime::{Manager, conditions};
 
 use project_multigroup::api::harbor::v1::Frigate;
@@ -16,7 +16,7 @@ use project_multigroup::controller::{MANAGER_NAME, harbor::frigate};
 
 #[tokio::test]
 async fn reconcile_marks_frigate_ready() {
-    let env = TestEnv::builder().crd(Frigate::crd()).start().await;
+    let env = TestEnv::builder().crd(crd::<Frigate>()).start().await;
     let manager = Manager::new(MANAGER_NAME, env.client());
     let controller = tokio::spawn(frigate::run(manager.clone()));
     let api: Api<Frigate> = Api::namespaced(env.client(), "default");

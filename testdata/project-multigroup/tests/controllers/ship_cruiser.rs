@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
-use kube::CustomResourceExt;
 use kube::api::{Api, PostParams};
 use rustbuilder_envtest::TestEnv;
+use rustbuilder_runtime::manifests::crd;
 use rustbuilder_runtime::{Manager, conditions};
 
 use project_multigroup::api::ship::v2alpha1::Cruiser;
@@ -16,7 +16,7 @@ use project_multigroup::controller::{MANAGER_NAME, ship::cruiser};
 
 #[tokio::test]
 async fn reconcile_marks_cruiser_ready() {
-    let env = TestEnv::builder().crd(Cruiser::crd()).start().await;
+    let env = TestEnv::builder().crd(crd::<Cruiser>()).start().await;
     let manager = Manager::new(MANAGER_NAME, env.client());
     let controller = tokio::spawn(cruiser::run(manager.clone()));
     let api: Api<Cruiser> = Api::all(env.client());

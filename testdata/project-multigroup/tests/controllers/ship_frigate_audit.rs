@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
-use kube::CustomResourceExt;
 use kube::api::{Api, PostParams};
 use rustbuilder_envtest::TestEnv;
+use rustbuilder_runtime::manifests::crd;
 use rustbuilder_runtime::{Manager, conditions};
 
 use project_multigroup::api::ship::v1beta1::Frigate;
@@ -16,7 +16,7 @@ use project_multigroup::controller::{MANAGER_NAME, ship::frigate_audit};
 
 #[tokio::test]
 async fn reconcile_marks_frigate_ready() {
-    let env = TestEnv::builder().crd(Frigate::crd()).start().await;
+    let env = TestEnv::builder().crd(crd::<Frigate>()).start().await;
     let manager = Manager::new(MANAGER_NAME, env.client());
     let controller = tokio::spawn(frigate_audit::run(manager.clone()));
     let api: Api<Frigate> = Api::namespaced(env.client(), "default");

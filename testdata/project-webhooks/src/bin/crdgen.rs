@@ -9,15 +9,15 @@
 
 use std::process::ExitCode;
 
-use kube::CustomResourceExt;
 use project_webhooks::api;
 use rustbuilder_runtime::manifests::Crds;
+use rustbuilder_runtime::manifests::crd;
 // +rustbuilder:scaffold:imports
 
 fn main() -> ExitCode {
     let crds = Crds::new(vec![
-        api::v1::Memcached::crd(),
-        api::v1alpha1::Memcached::crd(),
+        crd::<api::v1::Memcached>(),
+        crd::<api::v1alpha1::Memcached>(),
         // +rustbuilder:scaffold:crds
     ]);
     // Memcached has several versions, stored in etcd at one of them (the hub of their conversion).

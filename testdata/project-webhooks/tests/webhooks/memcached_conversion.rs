@@ -6,10 +6,10 @@
 //! starts: the API server calls it whenever a client asks for a version other than the stored one.
 
 use kube::api::PostParams;
-use kube::{Api, CustomResourceExt, ResourceExt};
+use kube::{Api, ResourceExt};
 use rustbuilder_envtest::TestEnv;
 use rustbuilder_runtime::manager::CertSource;
-use rustbuilder_runtime::manifests::Crds;
+use rustbuilder_runtime::manifests::{Crds, crd};
 use rustbuilder_runtime::webhook::{Server, Webhooks};
 
 use project_webhooks::api;
@@ -17,8 +17,8 @@ use project_webhooks::api;
 /// A control plane with the kind's CRD as `make manifests` writes it, and the conversion webhook.
 async fn start() -> (TestEnv, Server) {
     let crds = Crds::new(vec![
-        api::v1::Memcached::crd(),
-        api::v1alpha1::Memcached::crd(),
+        crd::<api::v1::Memcached>(),
+        crd::<api::v1alpha1::Memcached>(),
     ])
     .storage_version::<api::v1::Memcached>()
     .conversion_webhook::<api::v1::Memcached>()

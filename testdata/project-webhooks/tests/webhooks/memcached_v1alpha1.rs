@@ -6,9 +6,10 @@
 //! the webhook server this test starts, so the API server calls the webhooks as it does in a cluster.
 
 use kube::api::PostParams;
-use kube::{Api, CustomResourceExt, ResourceExt};
+use kube::{Api, ResourceExt};
 use rustbuilder_envtest::TestEnv;
 use rustbuilder_runtime::manager::CertSource;
+use rustbuilder_runtime::manifests::crd;
 use rustbuilder_runtime::webhook::{Server, Webhooks};
 
 use project_webhooks::api::v1alpha1::Memcached;
@@ -20,7 +21,7 @@ const NAME_LABEL: &str = "app.kubernetes.io/name";
 /// A control plane with the CRD and the webhook configurations, and the webhook server they point at.
 async fn start() -> (TestEnv, Server) {
     let env = TestEnv::builder()
-        .crd(Memcached::crd())
+        .crd(crd::<Memcached>())
         .webhook_manifests("config/webhook")
         .start()
         .await;

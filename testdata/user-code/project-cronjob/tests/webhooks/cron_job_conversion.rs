@@ -7,8 +7,8 @@
 //! and validating webhooks of v1 are registered too: the API server converts a v2 object to v1 to call
 //! them.
 
-use kube::api::{Api, PostParams};
 use kube::ResourceExt;
+use kube::api::{Api, PostParams};
 use rustbuilder_envtest::TestEnv;
 use rustbuilder_runtime::manager::CertSource;
 use rustbuilder_runtime::manifests::{Crds, crd};
