@@ -196,8 +196,10 @@ fn init_and_create_api_scaffold_the_tutorial_layout() {
 fn make_certs_writes_the_certificate_make_run_serves_the_webhooks_with() {
     let dir = memcached_project();
     let d = dir.path();
+    // Under `make test` this `make` is a sub-make, which would print the directories it enters.
     let make = |args: &[&str]| {
         let output = Command::new("make")
+            .arg("--no-print-directory")
             .args(args)
             .current_dir(d)
             .output()

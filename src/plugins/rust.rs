@@ -201,6 +201,26 @@ pub struct ExternalOptions {
     pub module: Option<String>,
 }
 
+impl ExternalOptions {
+    /// The CRD's file: `crd` itself, or, when `crd` is a Go import path and `module` is given, the
+    /// CRD of `group` and `kind` in that module in Go's module cache.
+    pub fn crd_file(&self, group: &Group, kind: &Kind) -> Result<PathBuf> {
+        let Some(module) = self.module.as_ref().filter(|_| !self.crd.is_file()) else {
+            return Ok(self.crd.clone());
+        };
+        let api_group = match &self.domain {
+            Some(domain) => group.qualified(domain)?,
+            None => group.to_string(),
+        };
+        external::go_module::crd(module, &api_group, kind.as_str()).with_context(|| {
+            format!(
+                "`--external-api-path {}` is not a CRD file, and Go's module cache holds no CRD of kind `{kind}` in API group `{api_group}` in `{module}`\nhelp: pass the CRD's YAML file (its release manifest, or `kubectl get crd <plural>.{api_group} -o yaml > crd.yaml`), or run `go mod download {module}` first",
+                self.crd.display()
+            )
+        })
+    }
+}
+
 /// Values every template of a project sees.
 #[derive(Debug, Serialize)]
 pub(super) struct ProjectContext {
@@ -819,21 +839,7 @@ fn external_crd(
             "{gvk} is an API of this project (PROJECT has its type), not another operator's\nhelp: drop `--external-api-path` (and `--external-api-domain`)"
         );
     }
-    let file = match &source.module {
-        Some(module) if !source.crd.is_file() => {
-            let api_group = match &source.domain {
-                Some(domain) => group.qualified(domain)?,
-                None => group.to_string(),
-            };
-            external::go_module::crd(module, &api_group, kind.as_str()).with_context(|| {
-                format!(
-                    "`--external-api-path {}` is not a CRD file, and Go's module cache holds no CRD of kind `{kind}` in API group `{api_group}` in `{module}`\nhelp: pass the CRD's YAML file (its release manifest, or `kubectl get crd <plural>.{api_group} -o yaml > crd.yaml`), or run `go mod download {module}` first",
-                    source.crd.display()
-                )
-            })?
-        }
-        _ => source.crd.clone(),
-    };
+    let file = source.crd_file(group, kind)?;
     let crd = ExternalCrd::read(&file, group, version, kind, source.domain.as_ref())?;
     if let Some(plural) = &options.plural
         && plural.as_str() != crd.plural

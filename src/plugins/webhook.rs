@@ -529,7 +529,8 @@ fn target(
         // Just planned from `--external-api-path`: its copy is not written yet.
         Some(r) if r.external && options.external.is_some() => {
             let source = options.external.as_ref().expect("checked");
-            let crd = ExternalCrd::read(&source.crd, group, version, kind, source.domain.as_ref())?;
+            let file = source.crd_file(group, kind)?;
+            let crd = ExternalCrd::read(&file, group, version, kind, source.domain.as_ref())?;
             return Ok(Target::External(crd));
         }
         Some(r) if r.external => {
