@@ -14,6 +14,11 @@
 //! gets the latest state of every object that changed since it last read, so a reader that falls
 //! behind holds one entry per object and never holds up the watch or the other readers.
 //!
+//! A cache keeps each object as the API server sends it but for what no reader needs: the copy of
+//! the object `kubectl apply` leaves in its `last-applied-configuration` annotation, and the
+//! `managedFields` entries of other field managers (the manager's own applies stay, for
+//! [`apply`](crate::apply)).
+//!
 //! A cache is *complete* while it holds a full list of what it watches now ([`Cache::completeness`]):
 //! not before its first list, nor while it lists again (after the watch expired, or, sharded,
 //! after its ranges changed). A controller reconciles only while every cache it reads is complete.
@@ -463,7 +468,7 @@ where
         let field_manager = host.field_manager.clone();
         let events = watcher(api, config)
             .default_backoff()
-            .modify(move |object| keep_own_apply_entry(object, &field_manager));
+            .modify(move |object| trim(object, &field_manager));
         let filling = fill(events, writer, shared.clone(), (host.expect_sync)(), None);
         let stop = host.stop.clone();
         tokio::spawn(async move {
@@ -519,7 +524,7 @@ where
         let state = shard.state();
         let events =
             crate::shard::watch::events(api, config, state, key, store, namespace, &listing)
-                .modify(move |object| keep_own_apply_entry(object, &field_manager));
+                .modify(move |object| trim(object, &field_manager));
         let filling = fill(
             events,
             writer,
@@ -538,10 +543,23 @@ where
     }
 }
 
-/// Of an object's managed fields, keeps only the entries of `field_manager`'s applies (to the object
-/// and to its `status`), and their `fieldsV1` as JSON text: a tree of maps takes as much memory as the rest of a Deployment (about
-/// 11 KB each), its text a tenth of that. [`apply`](crate::apply) reads either.
-fn keep_own_apply_entry<K: Resource>(object: &mut K, field_manager: &str) {
+/// The annotation `kubectl apply` (client-side) writes: a copy of the whole object as last applied,
+/// which no controller reads.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// What a cache keeps of an object: all of it but the copy `kubectl apply` leaves in
+/// [`LAST_APPLIED`] (as large as the object again), and of its managed fields only the entries of
+/// `field_manager`'s applies (to the object and to its `status`), their `fieldsV1` as JSON text: a
+/// tree of maps takes as much memory as the rest of a Deployment (about 11 KB each), its text a tenth
+/// of that. [`apply`](crate::apply) reads either.
+fn trim<K: Resource>(object: &mut K, field_manager: &str) {
+    let annotations = &mut object.meta_mut().annotations;
+    if let Some(map) = annotations {
+        map.remove(LAST_APPLIED);
+        if map.is_empty() {
+            *annotations = None;
+        }
+    }
     let fields = object.managed_fields_mut();
     fields.retain(|entry| {
         entry.manager.as_deref() == Some(field_manager)
@@ -891,6 +909,20 @@ mod tests {
     }
 
     #[test]
+    fn the_last_applied_copy_is_dropped_and_other_annotations_kept() {
+        let mut object = child("a", None);
+        let annotations = |pairs: &[(&str, &str)]| {
+            Some(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+        };
+        object.metadata.annotations = annotations(&[(LAST_APPLIED, "{}"), ("team", "blue")]);
+        trim(&mut object, "us");
+        assert_eq!(object.metadata.annotations, annotations(&[("team", "blue")]));
+        object.metadata.annotations = annotations(&[(LAST_APPLIED, "{}")]);
+        trim(&mut object, "us");
+        assert_eq!(object.metadata.annotations, None);
+    }
+
+    #[test]
     fn only_the_managers_own_apply_entries_are_kept() {
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
         let entry =
@@ -910,7 +942,7 @@ mod tests {
         ]);
         object.metadata.managed_fields.as_mut().unwrap()[4].fields_v1 =
             Some(FieldsV1(serde_json::json!({"f:data": {"f:a": {}}})));
-        keep_own_apply_entry(&mut object, "us");
+        trim(&mut object, "us");
         let kept = object.metadata.managed_fields.unwrap();
         let mut expected = entry("us", "Apply", None);
         expected.fields_v1 = Some(FieldsV1(r#"{"f:data":{"f:a":{}}}"#.into()));
