@@ -708,11 +708,15 @@ class Cluster:
 
 
 class Sampler:
-    """Polls /proc/PID for RSS (VmRSS, VmHWM) and CPU time (utime+stime)."""
+    """Polls /proc/PID for RSS (VmRSS, VmHWM), its anonymous part (RssAnon: the heap and stacks, the
+    process's own) and CPU time (utime+stime). The rest of RSS is file pages, nearly all the binary's
+    code: the page cache holds them once for every process that runs the same file."""
 
     def __init__(self, pid):
         self.pid = pid
         self.peak = 0
+        self.peak_anon = 0
+        self.file = 0
         self.stop = threading.Event()
         self.tck = os.sysconf("SC_CLK_TCK")
         threading.Thread(target=self.run, daemon=True).start()
@@ -731,10 +735,21 @@ class Sampler:
         except OSError:
             return 0.0
 
+    def split(self):
+        """(RssAnon, RssFile) in bytes."""
+        try:
+            fields = dict(line.split(":", 1) for line in Path(f"/proc/{self.pid}/status").read_text().splitlines())
+            return int(fields["RssAnon"].split()[0]) * 1024, int(fields["RssFile"].split()[0]) * 1024
+        except (OSError, KeyError):
+            return 0, 0
+
     def run(self):
         while not self.stop.is_set():
             rss, hwm = self.rss()
             self.peak = max(self.peak, rss, hwm)
+            anon, file = self.split()
+            self.peak_anon = max(self.peak_anon, anon)
+            self.file = max(self.file, file)
             time.sleep(0.25)
 
     def reset_peak(self):
@@ -1189,6 +1204,7 @@ def trial(operator, n, idle, profile, timeout=900):
                 for x in samplers:
                     rx, tx = net.totals(x.pid)
                     reps.append({"peak_rss_bytes": x.rss()[1], "cpu_seconds": x.cpu(),
+                                 "peak_rss_anon_bytes": x.peak_anon, "rss_file_bytes": x.file,
                                  "bytes_received": rx, "bytes_sent": tx})
                     x.stop.set()
                 net.stop.set()
@@ -1322,9 +1338,9 @@ def per_replica(by, cluster):
              "and sent over TCP (its connections to kube-apiserver: watch events, lists, answers), as median "
              "(lowest–highest) over replicas and runs; \"largest ÷ rust\" divides the largest replica's by one "
              "unsharded Rust replica's (median) at the same N:\n",
-             "| N | operator | processes | shard selection | peak RSS (MiB) | largest ÷ rust | CPU (s) | largest ÷ rust "
-             "| received (MiB) | largest ÷ rust | sent (MiB) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| N | operator | processes | shard selection | peak RSS (MiB) | largest ÷ rust | of which anonymous "
+             "(MiB) | file pages (MiB) | CPU (s) | largest ÷ rust | received (MiB) | largest ÷ rust | sent (MiB) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for n, op in rows:
         ts = [t for t in by[(cluster, n, op)] if t.get("replicas")]
         one = [r for t in by.get((cluster, n, "rust"), []) for r in t.get("replicas", [])]
@@ -1339,7 +1355,11 @@ def per_replica(by, cluster):
         procs = sorted({len(t["replicas"]) for t in ts})
         selection = ", ".join(sorted({t["shard_filtering"] for t in ts if t.get("shard_filtering")})) or "—"
         row = [str(n), OPERATORS[op].split(" (RSS")[0], "/".join(map(str, procs)), selection]
-        row += cells("peak_rss_bytes", 2**20) + cells("cpu_seconds", 1) + cells("bytes_received", 2**20)
+        row += cells("peak_rss_bytes", 2**20)
+        # Runs before the split was recorded have no anonymous and file figures.
+        split = all("peak_rss_anon_bytes" in r for t in ts for r in t["replicas"])
+        row += [cells(k, 2**20)[0] if split else "—" for k in ("peak_rss_anon_bytes", "rss_file_bytes")]
+        row += cells("cpu_seconds", 1) + cells("bytes_received", 2**20)
         row.append(cells("bytes_sent", 2**20)[0])
         lines.append("| " + " | ".join(row) + " |")
     return lines
