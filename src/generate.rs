@@ -1,7 +1,7 @@
 //! Re-scaffolding a whole project from its PROJECT file (`alpha generate`); `alpha update` builds the
 //! two scaffolds it merges with it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context as _, Result, bail};
 
@@ -18,7 +18,7 @@ pub const KEEP: &[&str] = &[".git", "target", "Cargo.lock"];
 /// PROJECT keeps the Helm plugin's record: the chart is built from manifests, which come later.
 pub fn scaffold(input: &Path, output: &Path) -> Result<Project> {
     let text = std::fs::read_to_string(input.join(project::FILE_NAME)).ok();
-    if let Some(text) = text.filter(|t| crate::kubebuilder::is_kubebuilder(t)) {
+    if let Some(text) = text.filter(|t| crate::project::is_kubebuilder(t)) {
         return from_kubebuilder(&text, input, output);
     }
     let project = Project::load(input)?;
@@ -113,26 +113,6 @@ fn replace_contents(staging: &Path, output: &Path) -> Result<()> {
         }
         std::fs::rename(entry.path(), &target)
             .with_context(|| format!("failed to move into `{}`", target.display()))?;
-    }
-    Ok(())
-}
-
-/// Copies the directory `from` to `to` (which must not exist), files and subdirectories.
-pub fn copy_dir(from: &Path, to: &Path) -> Result<()> {
-    std::fs::create_dir_all(to).with_context(|| format!("failed to create `{}`", to.display()))?;
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(from)
-        .with_context(|| format!("failed to read `{}`", from.display()))?
-        .map(|e| e.map(|e| e.path()))
-        .collect::<std::io::Result<_>>()?;
-    entries.sort();
-    for path in entries {
-        let target = to.join(path.file_name().expect("a directory entry has a name"));
-        if path.is_dir() {
-            copy_dir(&path, &target)?;
-        } else {
-            std::fs::copy(&path, &target)
-                .with_context(|| format!("failed to copy `{}`", path.display()))?;
-        }
     }
     Ok(())
 }

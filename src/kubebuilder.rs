@@ -19,20 +19,9 @@ use serde_yaml::{Mapping, Value};
 use crate::core_types;
 use crate::external::go_module;
 use crate::model::{Kind, ProjectName};
+#[cfg(test)]
+use crate::project::is_kubebuilder;
 use crate::project::{self, Api, Controller, PluginConfig, PluginResource, Project, Resource};
-
-/// Whether a PROJECT text is Kubebuilder's: its layout names a `*.kubebuilder.io` plugin.
-pub fn is_kubebuilder(text: &str) -> bool {
-    let Ok(value) = serde_yaml::from_str::<Value>(text) else {
-        return false;
-    };
-    let layout = match value.get("layout") {
-        Some(Value::Sequence(items)) => items.iter().filter_map(Value::as_str).collect(),
-        Some(Value::String(one)) => vec![one.as_str()],
-        _ => Vec::new(),
-    };
-    layout.iter().any(|key| key.contains(".kubebuilder.io/"))
-}
 
 /// A Kubebuilder PROJECT translated: the project to generate, what was translated or ignored (for the
 /// user to read), and the CRDs of external kinds found outside the input directory.

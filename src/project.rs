@@ -224,6 +224,21 @@ pub struct Api {
     pub ssa: bool,
 }
 
+/// Whether a PROJECT text is Kubebuilder's: its layout names a `*.kubebuilder.io` plugin.
+pub fn is_kubebuilder(text: &str) -> bool {
+    let Ok(value) = serde_yaml::from_str::<serde_yaml::Value>(text) else {
+        return false;
+    };
+    let layout = match value.get("layout") {
+        Some(serde_yaml::Value::Sequence(items)) => {
+            items.iter().filter_map(serde_yaml::Value::as_str).collect()
+        }
+        Some(serde_yaml::Value::String(one)) => vec![one.as_str()],
+        _ => Vec::new(),
+    };
+    layout.iter().any(|key| key.contains(".kubebuilder.io/"))
+}
+
 impl Project {
     pub fn new(domain: &Domain, project_name: &str, repo: Option<String>) -> Self {
         Self {
@@ -263,7 +278,7 @@ impl Project {
             version: Option<String>,
         }
         let probe: VersionOnly = serde_yaml::from_str(text)?;
-        if crate::kubebuilder::is_kubebuilder(text) {
+        if is_kubebuilder(text) {
             bail!(
                 "this is a Kubebuilder project (its layout is Kubebuilder's go/v4): rustbuilder commands work on the Rust project made from it\nhelp: run `rustbuilder alpha generate --input-dir <this project> --output-dir <new directory>` to make the Rust project"
             );

@@ -206,6 +206,17 @@ pub enum Change {
     Removed,
 }
 
+impl std::fmt::Display for Change {
+    /// The verb of the status line the file gets.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Change::Created => "Creating",
+            Change::Updated => "Updating",
+            Change::Removed => "Removing",
+        })
+    }
+}
+
 /// Files to write, keyed by path relative to the project root, in a deterministic order.
 #[derive(Debug)]
 pub struct Plan {
@@ -654,6 +665,26 @@ pub fn insert_at_marker(text: &str, marker: &str, fragment: &str) -> Result<Stri
     let mut out = lines.join("\n");
     out.push('\n');
     Ok(out)
+}
+
+/// Copies the directory `from` to `to` (which must not exist), files and subdirectories.
+pub fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to).with_context(|| format!("failed to create `{}`", to.display()))?;
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(from)
+        .with_context(|| format!("failed to read `{}`", from.display()))?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<std::io::Result<_>>()?;
+    entries.sort();
+    for path in entries {
+        let target = to.join(path.file_name().expect("a directory entry has a name"));
+        if path.is_dir() {
+            copy_dir(&path, &target)?;
+        } else {
+            std::fs::copy(&path, &target)
+                .with_context(|| format!("failed to copy `{}`", path.display()))?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -40,16 +40,10 @@ pub fn status(verb: &str, message: impl std::fmt::Display) {
     }
 }
 
-/// One status line per changed file: `Creating`, `Updating` or `Removing`.
-pub fn written(files: Vec<(std::path::PathBuf, crate::scaffold::Change)>) {
-    use crate::scaffold::Change;
+/// One status line per changed file, its change as the verb (`Creating`, `Updating`, `Removing`).
+pub fn written(files: impl IntoIterator<Item = (std::path::PathBuf, impl std::fmt::Display)>) {
     for (path, change) in files {
-        let verb = match change {
-            Change::Created => "Creating",
-            Change::Updated => "Updating",
-            Change::Removed => "Removing",
-        };
-        status(verb, path.display());
+        status(&change.to_string(), path.display());
     }
 }
 

@@ -9,8 +9,9 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context as _, Result};
+use anyhow::{Context as _, Result, bail};
 
+use crate::project::{self, Project};
 use crate::scaffold::{IfExists, Plan};
 
 mod files {
@@ -85,7 +86,6 @@ pub fn add_to(plan: &mut Plan) -> Result<()> {
 /// the removal of files a crate no longer has, and the version requirements in `Cargo.toml`. For a
 /// project on the crates.io runtime, only the requirements.
 pub fn update(dir: &Path) -> Result<Plan> {
-    use crate::plugins::rust::RuntimeSource;
     let project = crate::project::Project::load(dir)?;
     let mut plan = Plan::new(dir);
     let source = RuntimeSource::of(&project)?;
@@ -183,6 +183,58 @@ fn with_manifests_feature(line: &str) -> String {
             &line[end..]
         ),
         None => line.to_string(),
+    }
+}
+
+/// Where a project gets rustbuilder's runtime crates (rustbuilder-runtime, and rustbuilder-envtest for its
+/// tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuntimeSource {
+    /// A copy in the project's `rustbuilder/`, depended on by `version` and `path`: builds with crates.io
+    /// alone, before any rustbuilder release is published.
+    Vendored,
+    /// crates.io, by version: `rustbuilder-runtime = "<version>"`, no copy in the project.
+    Registry,
+}
+
+impl RuntimeSource {
+    /// The value PROJECT records, `None` for the default.
+    pub(crate) fn key(self) -> Option<&'static str> {
+        match self {
+            RuntimeSource::Vendored => None,
+            RuntimeSource::Registry => Some("registry"),
+        }
+    }
+
+    /// The runtime source PROJECT records (`vendored` when it records none).
+    pub fn from_key(key: Option<&str>) -> Result<Self> {
+        match key.unwrap_or("vendored") {
+            "vendored" => Ok(RuntimeSource::Vendored),
+            "registry" => Ok(RuntimeSource::Registry),
+            other => {
+                bail!("unknown runtimeSource `{other}` in PROJECT: use `vendored` or `registry`")
+            }
+        }
+    }
+
+    /// The runtime source of `project`.
+    pub fn of(project: &Project) -> Result<Self> {
+        Self::from_key(
+            project
+                .plugins
+                .get(project::RUST_PLUGIN)
+                .and_then(|p| p.runtime_source.as_deref()),
+        )
+    }
+
+    /// The requirement `Cargo.toml` puts on the runtime crates: `0.1` for the vendored copy (which is
+    /// exactly this rustbuilder's), this rustbuilder's version for crates.io (the oldest release with
+    /// everything its scaffold uses).
+    pub fn version_req(self) -> String {
+        match self {
+            RuntimeSource::Vendored => crate::vendored::version_req(),
+            RuntimeSource::Registry => env!("CARGO_PKG_VERSION").to_string(),
+        }
     }
 }
 

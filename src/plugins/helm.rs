@@ -292,7 +292,7 @@ pub fn carry(input: Option<&Path>, output: &Path, record: &project::PluginConfig
     if let Some(chart) = input.map(|input| input.join(&chart_dir))
         && chart.is_dir()
     {
-        crate::generate::copy_dir(&chart, &output.join(&chart_dir))?;
+        crate::scaffold::copy_dir(&chart, &output.join(&chart_dir))?;
     }
     if let Some(workflow) = input.map(|input| input.join(WORKFLOW))
         && workflow.is_file()

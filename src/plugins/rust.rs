@@ -15,6 +15,7 @@ use crate::external::{self, ExternalCrd};
 use crate::model::{ControllerName, Domain, Group, Kind, Plural, ProjectName, Version};
 use crate::project::{self, Api, Project, Resource};
 use crate::scaffold::{IfExists, Insertion, Plan};
+pub use crate::vendored::RuntimeSource;
 use crate::versions;
 
 /// The crate of the controllers' tests: one test binary, a module per controller.
@@ -100,58 +101,6 @@ pub fn header_from_text(text: &str) -> String {
             line => format!("// {line}\n"),
         })
         .collect()
-}
-
-/// Where a project gets rustbuilder's runtime crates (rustbuilder-runtime, and rustbuilder-envtest for its
-/// tests).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RuntimeSource {
-    /// A copy in the project's `rustbuilder/`, depended on by `version` and `path`: builds with crates.io
-    /// alone, before any rustbuilder release is published.
-    Vendored,
-    /// crates.io, by version: `rustbuilder-runtime = "<version>"`, no copy in the project.
-    Registry,
-}
-
-impl RuntimeSource {
-    /// The value PROJECT records, `None` for the default.
-    fn key(self) -> Option<&'static str> {
-        match self {
-            RuntimeSource::Vendored => None,
-            RuntimeSource::Registry => Some("registry"),
-        }
-    }
-
-    /// The runtime source PROJECT records (`vendored` when it records none).
-    pub fn from_key(key: Option<&str>) -> Result<Self> {
-        match key.unwrap_or("vendored") {
-            "vendored" => Ok(RuntimeSource::Vendored),
-            "registry" => Ok(RuntimeSource::Registry),
-            other => {
-                bail!("unknown runtimeSource `{other}` in PROJECT: use `vendored` or `registry`")
-            }
-        }
-    }
-
-    /// The runtime source of `project`.
-    pub fn of(project: &Project) -> Result<Self> {
-        Self::from_key(
-            project
-                .plugins
-                .get(project::RUST_PLUGIN)
-                .and_then(|p| p.runtime_source.as_deref()),
-        )
-    }
-
-    /// The requirement `Cargo.toml` puts on the runtime crates: `0.1` for the vendored copy (which is
-    /// exactly this rustbuilder's), this rustbuilder's version for crates.io (the oldest release with
-    /// everything its scaffold uses).
-    pub fn version_req(self) -> String {
-        match self {
-            RuntimeSource::Vendored => crate::vendored::version_req(),
-            RuntimeSource::Registry => env!("CARGO_PKG_VERSION").to_string(),
-        }
-    }
 }
 
 #[derive(Debug, Clone)]
