@@ -55,7 +55,7 @@ use kube::runtime::watcher::{self, watcher};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
-use tracing::{info, warn};
+use tracing::{Instrument, info, warn};
 
 use futures::future::{BoxFuture, Shared as SharedFuture};
 
@@ -429,7 +429,7 @@ where
     /// An object that changes several times before the reader reads gives one change, its latest:
     /// a reader that falls behind costs one entry per object, and never holds up the watch or the
     /// other readers. Dropping the stream unsubscribes.
-    pub fn changes(&self) -> impl Stream<Item = Change<K>> + Send + 'static
+    pub fn changes(&self) -> impl Stream<Item = Change<K>> + Send + 'static + use<K>
     where
         K: Send + Sync,
     {
@@ -439,7 +439,7 @@ where
     /// [`Cache::changes`], each with how the cache saw it.
     pub(crate) fn changes_by_origin(
         &self,
-    ) -> impl Stream<Item = (Change<K>, Origin)> + Send + 'static
+    ) -> impl Stream<Item = (Change<K>, Origin)> + Send + 'static + use<K>
     where
         K: Send + Sync,
     {
@@ -471,12 +471,14 @@ where
             .modify(move |object| trim(object, &field_manager));
         let filling = fill(events, writer, shared.clone(), (host.expect_sync)(), None);
         let stop = host.stop.clone();
-        tokio::spawn(async move {
+        // In the span of whoever started the cache (a fleet's cluster, say), so its logs say so.
+        let task = async move {
             tokio::select! {
                 () = filling => {}
                 () = stop => {}
             }
-        });
+        };
+        tokio::spawn(task.in_current_span());
         Cache { shared }
     }
 }
@@ -533,12 +535,14 @@ where
             Some(listing),
         );
         let stop = host.stop.clone();
-        tokio::spawn(async move {
+        // In the span of whoever started the cache (a fleet's cluster, say), so its logs say so.
+        let task = async move {
             tokio::select! {
                 () = filling => {}
                 () = stop => {}
             }
-        });
+        };
+        tokio::spawn(task.in_current_span());
         Cache { shared }
     }
 }
@@ -912,11 +916,19 @@ mod tests {
     fn the_last_applied_copy_is_dropped_and_other_annotations_kept() {
         let mut object = child("a", None);
         let annotations = |pairs: &[(&str, &str)]| {
-            Some(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+            Some(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            )
         };
         object.metadata.annotations = annotations(&[(LAST_APPLIED, "{}"), ("team", "blue")]);
         trim(&mut object, "us");
-        assert_eq!(object.metadata.annotations, annotations(&[("team", "blue")]));
+        assert_eq!(
+            object.metadata.annotations,
+            annotations(&[("team", "blue")])
+        );
         object.metadata.annotations = annotations(&[(LAST_APPLIED, "{}")]);
         trim(&mut object, "us");
         assert_eq!(object.metadata.annotations, None);

@@ -36,7 +36,9 @@
 //! with [`conditions`] and [`events`], and uses the helpers of [`clock`] (requeue at a time, a clock
 //! tests move), [`children`] (deleting what is no longer wanted) and [`finalizer`]. [`webhook`]
 //! serves defaulting, validating and conversion webhooks. [`shard`] shares one kind's objects among
-//! replicas: Lease membership, handover without overlap, and caches of a replica's own part. The
+//! replicas: Lease membership, handover without overlap, and caches of a replica's own part.
+//! [`fleet`] runs the same controllers in every cluster of a set that changes while the operator
+//! runs (kubeconfig files, kubeconfig Secrets), each cluster engaged and disengaged on its own. The
 //! `manifests` feature adds `manifests`, which writes the CRDs, the RBAC role and the webhook
 //! configurations that `make manifests` produces; the `testing` feature adds `testing`, helpers for a project's tests.
 //!
@@ -45,6 +47,7 @@
 //! Each layer uses only the ones below it; none knows what is above:
 //!
 //! ```text
+//! fleet        clusters that come and go: a bare manager per engaged cluster, under the process's
 //! manager      wires it all: flags, client, endpoints, leader election, signals
 //!   ├── controller   reconciles one kind from caches, gated by completeness and the shard
 //!   ├── owned        the manager's own objects: a cache, plus the names of the others
@@ -67,6 +70,7 @@ pub mod controller;
 mod error;
 pub mod events;
 pub mod finalizer;
+pub mod fleet;
 mod lease;
 pub mod manager;
 #[cfg(feature = "manifests")]

@@ -76,7 +76,7 @@ pub struct Panicked {
 }
 
 impl Panicked {
-    fn from_payload(payload: &(dyn Any + Send)) -> Self {
+    pub(crate) fn from_payload(payload: &(dyn Any + Send)) -> Self {
         let message = payload
             .downcast_ref::<&str>()
             .map(|s| s.to_string())

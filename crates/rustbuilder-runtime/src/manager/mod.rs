@@ -25,7 +25,7 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
-use tracing::{error, info, warn};
+use tracing::{Instrument, error, info, warn};
 
 use crate::cache::{self, Cache, Caches};
 use crate::controller::{self, Builder};
@@ -171,6 +171,8 @@ struct Inner {
     stop: watch::Sender<bool>,
     stopped: Shared<BoxFuture<'static, ()>>,
     readiness: Arc<Mutex<Readiness>>,
+    /// Further conditions of readiness, each named, added with [`Manager::add_readiness_check`].
+    readiness_checks: Mutex<Vec<(String, ReadinessCheck)>>,
     /// `(namespace, lease name)` when leader election is on.
     leader_election: Option<(String, String)>,
     lease_timing: Timing,
@@ -190,6 +192,9 @@ struct Inner {
     /// The caches started, shared by everyone who asks for the same one.
     caches: Arc<Caches>,
 }
+
+/// A condition of readiness beyond the manager's own: `Err` says why not.
+type ReadinessCheck = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 
 /// The manager's controllers: added one by one, then run once, together.
 enum Registry {
@@ -272,6 +277,7 @@ impl Manager {
                 stop,
                 stopped: stopped.boxed().shared(),
                 readiness: Arc::default(),
+                readiness_checks: Mutex::default(),
                 leading: watch::channel(leader_election.is_none()).0,
                 leader_election,
                 shard: None,
@@ -463,7 +469,57 @@ impl Manager {
     /// for leadership is ready; once the controllers run, ready when each controller's cache and each
     /// [`Owned`] cache holds its first full list.
     pub fn ready(&self) -> Result<(), String> {
-        self.readiness().check()
+        self.readiness().check()?;
+        // Cloned out of the lock: a check may take time, or ask this manager something.
+        let checks = self.readiness_checks().clone();
+        for (name, check) in checks {
+            check().map_err(|reason| format!("{name}: {reason}"))?;
+        }
+        Ok(())
+    }
+
+    /// Makes [`Manager::ready`] (and `/readyz`) also wait for `check`, named `name` in the reason
+    /// it gives when `check` fails. For parts of the operator whose readiness the manager cannot see,
+    /// such as a [`Fleet`](crate::fleet::Fleet)'s clusters.
+    pub fn add_readiness_check(
+        &self,
+        name: &str,
+        check: impl Fn() -> Result<(), String> + Send + Sync + 'static,
+    ) {
+        let check: ReadinessCheck = Arc::new(check);
+        self.readiness_checks().push((name.to_string(), check));
+    }
+
+    /// Whether this replica may reconcile now: always without leader election, else while it holds
+    /// the Lease (from the moment [`Controllers::run`] acquires it).
+    pub fn is_leading(&self) -> bool {
+        *self.inner.leading.borrow()
+    }
+
+    /// Waits until this replica may reconcile (see [`Manager::is_leading`]): `true` then, `false` if
+    /// shutdown comes first. For work that, like a controller's reconciles, must run on the leader
+    /// only.
+    pub async fn until_leading(&self) -> bool {
+        let mut leading = self.inner.leading.subscribe();
+        tokio::select! {
+            led = leading.wait_for(|leading| *leading) => led.is_ok(),
+            () = self.shutdown_signal() => false,
+        }
+    }
+
+    /// A bare manager for another cluster, reached with `config`: this one's name (the field
+    /// manager of its applies), identity and watched namespace, and its own client, caches,
+    /// readiness and shutdown. Its metrics are its own and not served. No leader election of its
+    /// own: whoever makes it decides when it may run.
+    pub(crate) fn for_cluster(&self, config: kube::Config) -> Result<Manager, Error> {
+        let metrics = Metrics::new();
+        let (name, identity) = (self.name(), self.identity());
+        let client = counted_client(config, &metrics, &Fence::new(), name, identity)?;
+        let namespace = self.inner.watch_namespace.clone();
+        let identity = identity.to_string();
+        Ok(Manager::with_parts(
+            name, client, metrics, None, namespace, identity,
+        ))
     }
 
     /// The manager's controllers: `controllers.add(my_controller::run(manager.clone()))` for each,
@@ -501,6 +557,12 @@ impl Manager {
         )
     }
 
+    /// Counts one of the controllers added as synced, for one that is no [`Manager::controller`]
+    /// (a fleet, whose clusters report through a readiness check of their own).
+    pub(crate) fn report_controller_synced(&self) {
+        self.readiness().controllers_synced += 1;
+    }
+
     /// Marks whether this process is waiting to become leader: a follower is ready as soon as it serves.
     pub(crate) fn set_waiting_for_leadership(&self, waiting: bool) {
         self.readiness().waiting_for_leadership = waiting;
@@ -516,6 +578,12 @@ impl Manager {
 
     fn readiness(&self) -> std::sync::MutexGuard<'_, Readiness> {
         lock_readiness(&self.inner.readiness)
+    }
+
+    fn readiness_checks(&self) -> std::sync::MutexGuard<'_, Vec<(String, ReadinessCheck)>> {
+        // Pushing to a Vec cannot leave it inconsistent on a panic.
+        let checks = self.inner.readiness_checks.lock();
+        checks.unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -918,8 +986,9 @@ async fn spawn_and_wait(
         readiness.controllers += pending.len();
         readiness.started = true;
     }
+    // In the span of whoever runs them (a fleet's cluster, say), so their logs say so.
     for controller in pending {
-        tasks.spawn(controller);
+        tasks.spawn(controller.in_current_span());
     }
     info!(controllers = tasks.len(), "controllers started");
     if tasks.is_empty() {

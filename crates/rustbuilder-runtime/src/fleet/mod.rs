@@ -1,0 +1,343 @@
+//! Fleets: the same controllers run in every cluster of a set that changes while the operator runs.
+//!
+//! A [`Provider`] announces clusters as they appear, change and go ([`Announcement`]): a fixed
+//! list ([`StaticClusters`]), the kubeconfig files of a directory ([`KubeconfigDir`]), or the
+//! kubeconfig Secrets of a namespace ([`KubeconfigSecrets`], e.g. Cluster API's). A [`Fleet`]
+//! engages each cluster announced: it makes a bare [`Manager`] around the cluster's client and calls
+//! the operator's engage function with a [`Cluster`] handle, which adds the cluster's controllers.
+//! When the cluster goes, its manager shuts down: its controllers finish their reconciles in flight
+//! and its caches close their watches. A cluster whose API server is away stays engaged: its
+//! watches retry on their own, and the other clusters do not wait for it.
+//!
+//! The fleet runs as one of the process manager's controllers, so it engages clusters only while
+//! the process may reconcile (once it leads, with `--leader-elect`), and `/readyz` waits until the
+//! caches of every engaged cluster have synced:
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kube::runtime::controller::Action;
+//! use rustbuilder_runtime::Manager;
+//! use rustbuilder_runtime::fleet::{Cluster, Fleet, KubeconfigSecrets};
+//!
+//! async fn reconcile(object: Arc<ConfigMap>, cluster: Arc<Cluster>) -> Result<Action, kube::Error> {
+//!     tracing::info!(cluster = cluster.name(), "reconciling");
+//!     Ok(Action::await_change())
+//! }
+//!
+//! # async fn run(manager: Manager) -> Result<(), rustbuilder_runtime::manager::Error> {
+//! let clusters = KubeconfigSecrets::new(&manager, "fleet-system", "cluster.x-k8s.io/cluster-name");
+//! let fleet = Fleet::new(&manager, clusters, |cluster: &Cluster| {
+//!     let controller = cluster
+//!         .manager()
+//!         .controller(cluster.manager().api::<ConfigMap>(), "configmap")
+//!         .run(reconcile, Arc::new(cluster.clone()));
+//!     cluster.manager().controllers().add(controller);
+//! });
+//! manager.controllers().add(fleet.clone().run());
+//! manager.controllers().run().await
+//! # }
+//! ```
+//!
+//! Each cluster's manager has the process manager's name (its field manager and event reporter),
+//! identity and `--watch-namespace`, and metrics of its own, not served yet: `/metrics` shows the
+//! process's own series and each cluster's `rest_client_*` requests are not among them.
+
+mod cluster;
+mod kubeconfig_dir;
+mod kubeconfig_secrets;
+mod provider;
+mod static_list;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use tokio::task::{JoinHandle, JoinSet};
+use tracing::{Instrument, error, info, info_span, warn};
+
+pub use cluster::{Cluster, ClusterStatus};
+pub use kubeconfig_dir::{DEFAULT_SCAN_INTERVAL, KubeconfigDir};
+pub use kubeconfig_secrets::{CLUSTER_NAME_LABEL, KUBECONFIG_KEYS, KubeconfigSecrets};
+pub use provider::{Announcement, Provider};
+pub use static_list::StaticClusters;
+
+use crate::manager::Manager;
+
+/// How long a disengaged cluster's controllers may take to finish their reconciles in flight
+/// before they are cancelled.
+pub const DISENGAGE_GRACE: Duration = Duration::from_secs(30);
+
+type Engage = Arc<dyn Fn(&Cluster) + Send + Sync>;
+type Announcements = Box<dyn FnOnce() -> BoxStream<'static, Announcement> + Send>;
+
+/// The clusters one [`Provider`] announces, each engaged with the same engage function: see the
+/// [module](self). Cheap to clone; clones share the clusters. Made by [`Fleet::new`], run by
+/// [`Fleet::run`].
+#[derive(Clone)]
+pub struct Fleet {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    /// The process's manager: when the fleet may engage, and when it stops.
+    process: Manager,
+    engage: Engage,
+    /// The provider's announcements, taken by the one [`Fleet::run`].
+    announcements: Mutex<Option<Announcements>>,
+    /// The clusters engaged now, by name.
+    members: Mutex<BTreeMap<String, Member>>,
+}
+
+struct Member {
+    cluster: Cluster,
+    /// Set once the cluster's controllers have stopped (on their own, or at disengagement).
+    stopped: Arc<AtomicBool>,
+}
+
+impl fmt::Debug for Fleet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<String> = self.shared.members().keys().cloned().collect();
+        f.debug_struct("Fleet").field("clusters", &names).finish()
+    }
+}
+
+impl Fleet {
+    /// A fleet of the clusters `provider` announces, run under `process` (the operator's own
+    /// manager). `engage` is called once per engagement, in the cluster's logging span, and adds the
+    /// cluster's controllers to `cluster.manager().controllers()`; they start when it returns. It
+    /// should not wait on the cluster (it may be unreachable): its controllers do that.
+    ///
+    /// The fleet adds a readiness check named `fleet` to `process`: `/readyz` fails while an engaged
+    /// cluster's caches have not yet synced, naming it.
+    pub fn new(
+        process: &Manager,
+        provider: impl Provider,
+        engage: impl Fn(&Cluster) + Send + Sync + 'static,
+    ) -> Self {
+        let shared = Arc::new(Shared {
+            process: process.clone(),
+            engage: Arc::new(engage),
+            announcements: Mutex::new(Some(Box::new(move || provider.clusters()))),
+            members: Mutex::default(),
+        });
+        // Weak: the process manager outlives no fleet it holds.
+        let checked: Weak<Shared> = Arc::downgrade(&shared);
+        process.add_readiness_check("fleet", move || match checked.upgrade() {
+            Some(shared) => Fleet { shared }.ready(),
+            None => Ok(()),
+        });
+        Fleet { shared }
+    }
+
+    /// The clusters engaged now, by name, each with its readiness.
+    pub fn clusters(&self) -> Vec<ClusterStatus> {
+        let members = self.shared.members();
+        let status = |(name, member): (&String, &Member)| ClusterStatus {
+            name: name.clone(),
+            ready: match member.stopped.load(Ordering::SeqCst) {
+                true => Err("its controllers have stopped".into()),
+                false => member.cluster.manager().ready(),
+            },
+        };
+        members.iter().map(status).collect()
+    }
+
+    /// The engaged cluster `name`, if it is.
+    pub fn cluster(&self, name: &str) -> Option<Cluster> {
+        let members = self.shared.members();
+        members.get(name).map(|member| member.cluster.clone())
+    }
+
+    /// `Ok` when every engaged cluster is ready (see [`ClusterStatus::ready`]), else which are not
+    /// and why: the fleet's part of `/readyz`.
+    pub fn ready(&self) -> Result<(), String> {
+        let unready: Vec<String> = self
+            .clusters()
+            .into_iter()
+            .filter_map(|status| Some(format!("{} ({})", status.name, status.ready.err()?)))
+            .collect();
+        match unready.is_empty() {
+            true => Ok(()),
+            false => Err(format!("clusters not ready: {}", unready.join(", "))),
+        }
+    }
+
+    /// Engages and disengages the clusters the provider announces until the process manager shuts
+    /// down, then disengages them all and returns once their controllers have stopped. Waits first
+    /// until the process may reconcile ([`Manager::until_leading`]). Add it to the process
+    /// manager's controllers: `manager.controllers().add(fleet.clone().run())`.
+    ///
+    /// If the process stops reconciling without shutting down (its controllers are cancelled when
+    /// it loses the Lease), every cluster is shut down as this future is dropped. A fleet runs
+    /// once: a second `run` logs an error and returns.
+    pub async fn run(self) {
+        let taken = self.shared.lock_announcements().take();
+        let Some(announcements) = taken else {
+            error!("this fleet already runs: a fleet runs once");
+            return;
+        };
+        let process = self.shared.process.clone();
+        // Among the process's controllers, the fleet counts as synced at once: its clusters count
+        // through its readiness check.
+        process.report_controller_synced();
+        if !process.until_leading().await {
+            return;
+        }
+        let mut announcements = announcements();
+        let mut running = Running {
+            shared: self.shared.clone(),
+            tasks: HashMap::new(),
+            stopping: JoinSet::new(),
+        };
+        let shutdown = process.shutdown_signal();
+        let mut shutdown = std::pin::pin!(shutdown);
+        let mut provider_done = false;
+        info!("fleet started");
+        loop {
+            tokio::select! {
+                () = &mut shutdown => break,
+                announced = announcements.next(), if !provider_done => match announced {
+                    Some(Announcement::Engage { name, config }) => running.engage(&name, config),
+                    Some(Announcement::Disengage { name }) => running.disengage(&name),
+                    None => {
+                        info!("the provider announces no more clusters; those engaged stay");
+                        provider_done = true;
+                    }
+                },
+                // Reaped as they finish, so that they do not pile up.
+                Some(_) = running.stopping.join_next(), if !running.stopping.is_empty() => {}
+            }
+        }
+        running.stop_all().await;
+        info!("fleet stopped");
+    }
+}
+
+impl Shared {
+    fn members(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Member>> {
+        // Inserting into or removing from a map cannot leave it half-done.
+        self.members.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lock_announcements(&self) -> std::sync::MutexGuard<'_, Option<Announcements>> {
+        self.announcements.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The clusters' tasks while the fleet runs. Dropped (the fleet's future cancelled, say), it shuts
+/// every cluster down.
+struct Running {
+    shared: Arc<Shared>,
+    /// Each engaged cluster's task: its engagement, then its controllers until they stop.
+    tasks: HashMap<String, JoinHandle<()>>,
+    /// The tasks of disengaged clusters, finishing their reconciles in flight.
+    stopping: JoinSet<()>,
+}
+
+impl Running {
+    /// Engages `name` with `config`; if it is engaged already, its manager shuts down, and the new one
+    /// starts once the old one's controllers have stopped (two reconciles of one object never
+    /// overlap). Nothing here waits on the cluster.
+    fn engage(&mut self, name: &str, config: kube::Config) {
+        let previous = self.stop(name);
+        let manager = match self.shared.process.for_cluster(config) {
+            Ok(manager) => manager,
+            Err(error) => {
+                error!(cluster = name, %error, "cannot make a client for the cluster: not engaged");
+                self.stopping.spawn(previous);
+                return;
+            }
+        };
+        let cluster = Cluster::new(name, manager);
+        let stopped = Arc::new(AtomicBool::new(false));
+        let member = Member {
+            cluster: cluster.clone(),
+            stopped: stopped.clone(),
+        };
+        self.shared.members().insert(name.to_string(), member);
+        let engage = self.shared.engage.clone();
+        let span = info_span!("fleet", cluster = name);
+        let task = async move {
+            previous.await;
+            run_cluster(cluster, engage).await;
+            stopped.store(true, Ordering::SeqCst);
+        };
+        self.tasks
+            .insert(name.to_string(), tokio::spawn(task.instrument(span)));
+    }
+
+    /// Disengages `name`, if it is engaged.
+    fn disengage(&mut self, name: &str) {
+        if self.tasks.contains_key(name) {
+            info!(cluster = name, "disengaging the cluster");
+        }
+        let stopped = self.stop(name);
+        self.stopping.spawn(stopped);
+    }
+
+    /// Shuts the cluster `name` down, if engaged; the future returned resolves once its task has
+    /// ended (cancelled after [`DISENGAGE_GRACE`]).
+    fn stop(&mut self, name: &str) -> impl Future<Output = ()> + Send + 'static {
+        if let Some(member) = self.shared.members().remove(name) {
+            member.cluster.manager().shutdown();
+        }
+        let task = self.tasks.remove(name);
+        let cluster = name.to_string();
+        async move {
+            let Some(mut task) = task else { return };
+            if tokio::time::timeout(DISENGAGE_GRACE, &mut task)
+                .await
+                .is_err()
+            {
+                warn!(cluster, grace = ?DISENGAGE_GRACE, "reconciles still in flight: cancelled");
+                task.abort();
+                let _ = task.await;
+            }
+        }
+    }
+
+    /// Disengages every cluster and waits until they have stopped.
+    async fn stop_all(&mut self) {
+        let names: Vec<String> = self.tasks.keys().cloned().collect();
+        for name in names {
+            self.disengage(&name);
+        }
+        while self.stopping.join_next().await.is_some() {}
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        // Their tasks see the shutdown and end on their own.
+        let members = std::mem::take(&mut *self.shared.members());
+        for member in members.values() {
+            member.cluster.manager().shutdown();
+        }
+    }
+}
+
+/// Engages one cluster and runs its controllers until its manager shuts down.
+async fn run_cluster(cluster: Cluster, engage: Engage) {
+    let manager = cluster.manager().clone();
+    // Disengaged while the previous engagement was stopping.
+    if manager.is_shutting_down() {
+        return;
+    }
+    let engaged = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| engage(&cluster)));
+    if let Err(panic) = engaged {
+        let panic = crate::controller::Panicked::from_payload(&*panic);
+        error!(panic = %panic.message, "the engage function panicked: the cluster runs no controllers");
+        manager.shutdown();
+        return;
+    }
+    info!("cluster engaged");
+    match manager.controllers().run().await {
+        Ok(()) => info!("cluster disengaged"),
+        Err(error) => error!(%error, "the cluster's controllers stopped"),
+    }
+}

@@ -1,0 +1,459 @@
+//! Fleets on three real control planes (`alpha`, `bravo`, `charlie`): clusters engaged from a
+//! kubeconfig directory and from kubeconfig Secrets, added and removed while the fleet runs, one
+//! whose API server dies and comes back, and one whose kubeconfig changes; every engagement only
+//! while the process leads, and no watch left open by a cluster that went.
+//!
+//! The three control planes start once, in one test (an env's processes die with the thread that
+//! started it, so tests cannot share envs); each part below is one scenario, run in turn, and says
+//! in its failure message which one failed.
+
+mod support;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::controller::Action;
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use rustbuilder_envtest::{Component, TestEnv};
+use rustbuilder_runtime::Manager;
+use rustbuilder_runtime::fleet::{
+    CLUSTER_NAME_LABEL, Cluster, Fleet, KubeconfigDir, KubeconfigSecrets, StaticClusters,
+};
+use rustbuilder_runtime::manager::ManagerArgs;
+use serde_json::{Value, json};
+use support::eventually;
+
+const MANAGER: &str = "fleet-test";
+const LEASE: &str = "fleet-test.example.com";
+const NAMESPACE: &str = "default";
+/// The ConfigMaps the test controller reconciles carry this label.
+const MEMBER_LABEL: &str = "fleet-test/stamp";
+/// Where the directory fleet's controller writes the cluster's name.
+const BY_DIR: &str = "fleet.example.com/dir";
+/// Where the Secret fleet's controller writes the cluster's name.
+const BY_SECRET: &str = "fleet.example.com/secret";
+
+#[derive(Parser)]
+struct Args {
+    #[command(flatten)]
+    manager: ManagerArgs,
+}
+
+/// What each cluster's controller needs: which cluster it runs in, and where to write its name.
+struct Stamp {
+    cluster: Cluster,
+    annotation: &'static str,
+}
+
+/// Writes the cluster's name into the ConfigMap's annotation: proof that this cluster's controller,
+/// and no other, reconciled it.
+async fn stamp(configmap: Arc<ConfigMap>, ctx: Arc<Stamp>) -> Result<Action, kube::Error> {
+    let name = ctx.cluster.name();
+    if configmap
+        .annotations()
+        .get(ctx.annotation)
+        .map(String::as_str)
+        == Some(name)
+    {
+        return Ok(Action::await_change());
+    }
+    let api: Api<ConfigMap> = Api::namespaced(ctx.cluster.client(), NAMESPACE);
+    let patch = json!({ "metadata": { "annotations": { ctx.annotation: name } } });
+    let params = PatchParams::default();
+    api.patch(&configmap.name_any(), &params, &Patch::Merge(&patch))
+        .await?;
+    Ok(Action::await_change())
+}
+
+/// Engagements counted per cluster.
+type Engagements = Arc<Mutex<HashMap<String, usize>>>;
+
+/// The engage function: one controller of labelled ConfigMaps per cluster, stamping `annotation`.
+fn stamper(annotation: &'static str, engagements: Engagements) -> impl Fn(&Cluster) + Send + Sync {
+    move |cluster: &Cluster| {
+        let mut counted = engagements.lock().unwrap();
+        *counted.entry(cluster.name().to_string()).or_default() += 1;
+        let manager = cluster.manager();
+        let api = Api::<ConfigMap>::namespaced(cluster.client(), NAMESPACE);
+        let ctx = Arc::new(Stamp {
+            cluster: cluster.clone(),
+            annotation,
+        });
+        let controller = manager
+            .controller(api, "stamp")
+            .watcher_config(watcher::Config::default().labels(MEMBER_LABEL))
+            .run(stamp, ctx);
+        manager.controllers().add(controller);
+    }
+}
+
+fn engaged(engagements: &Engagements, cluster: &str) -> usize {
+    let counted = engagements.lock().unwrap();
+    counted.get(cluster).copied().unwrap_or(0)
+}
+
+/// Creates a labelled ConfigMap `name` and returns how long until `annotation` names `cluster`,
+/// or `None` if not within `timeout`.
+async fn stamped_within(
+    client: &Client,
+    name: &str,
+    annotation: &str,
+    cluster: &str,
+    timeout: Duration,
+) -> Option<Duration> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
+    let configmap = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some(BTreeMap::from([(MEMBER_LABEL.into(), "true".into())])),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    api.create(&PostParams::default(), &configmap)
+        .await
+        .unwrap_or_else(|e| panic!("creating ConfigMap {name}: {e}"));
+    let created = Instant::now();
+    let stamped = eventually(timeout, async || {
+        let current = api.get_opt(name).await.ok().flatten();
+        let stamp = current.and_then(|c| c.annotations().get(annotation).cloned());
+        stamp.as_deref() == Some(cluster)
+    })
+    .await;
+    stamped.then(|| created.elapsed())
+}
+
+/// The WATCH requests on ConfigMaps the API server of `client` is serving now, from its own
+/// `apiserver_longrunning_requests` gauge.
+async fn configmap_watches(client: &Client) -> u64 {
+    let request = kube::core::Request::new("")
+        .get("metrics", &Default::default())
+        .unwrap();
+    let text = client.request_text(request).await.unwrap();
+    let samples = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("apiserver_longrunning_requests{"))
+        .filter_map(|line| line.split_once("} "))
+        .filter(|(labels, _)| {
+            labels.contains(r#"verb="WATCH""#) && labels.contains(r#"resource="configmaps""#)
+        });
+    samples
+        .map(|(_, value)| value.trim().parse::<f64>().unwrap() as u64)
+        .sum()
+}
+
+/// Waits until `client`'s API server serves `expected` ConfigMap watches; the last count seen.
+async fn watches_become(client: &Client, expected: u64, timeout: Duration) -> u64 {
+    let mut seen = 0;
+    eventually(timeout, async || {
+        seen = configmap_watches(client).await;
+        seen == expected
+    })
+    .await;
+    seen
+}
+
+/// The client configuration of an env's admin kubeconfig.
+async fn config_of(env: &TestEnv) -> kube::Config {
+    let kubeconfig = Kubeconfig::read_from(env.kubeconfig()).unwrap();
+    let options = KubeConfigOptions::default();
+    kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+        .await
+        .unwrap()
+}
+
+/// An env's kubeconfig with its certificate files embedded, as a kubeconfig Secret holds it.
+fn embedded_kubeconfig(env: &TestEnv) -> Vec<u8> {
+    let text = std::fs::read_to_string(env.kubeconfig()).unwrap();
+    let mut kubeconfig: Value = serde_json::from_str(&text).unwrap();
+    let embed = |section: &mut Value, keys: &[&str]| {
+        for key in keys {
+            if let Some(path) = section.get(*key).and_then(Value::as_str).map(PathBuf::from) {
+                let data = ByteString(std::fs::read(&path).unwrap());
+                section[format!("{key}-data")] = serde_json::to_value(data).unwrap();
+                section.as_object_mut().unwrap().remove(*key);
+            }
+        }
+    };
+    for cluster in kubeconfig["clusters"].as_array_mut().unwrap() {
+        embed(&mut cluster["cluster"], &["certificate-authority"]);
+    }
+    for user in kubeconfig["users"].as_array_mut().unwrap() {
+        embed(&mut user["user"], &["client-certificate", "client-key"]);
+    }
+    serde_json::to_vec(&kubeconfig).unwrap()
+}
+
+/// A manager process on `env` with leader election, as an operator's `main` starts it.
+async fn leader_elected_manager(env: &TestEnv) -> Manager {
+    let args = Args::try_parse_from([
+        "fleet-test",
+        "--leader-elect",
+        "--health-probe-bind-address=0",
+        "--leader-election-namespace=default",
+    ])
+    .unwrap()
+    .manager;
+    Manager::builder(MANAGER)
+        .leader_election_id(LEASE)
+        .external_tracing()
+        .client_config(config_of(env).await)
+        .start(args)
+        .await
+        .unwrap()
+}
+
+fn names(fleet: &Fleet) -> Vec<String> {
+    fleet.clusters().into_iter().map(|c| c.name).collect()
+}
+
+/// Writes `env`'s kubeconfig into `dir` as `cluster`'s, pretty-printed or not: another text, the
+/// same cluster.
+fn rewrite_kubeconfig(env: &TestEnv, dir: &Path, cluster: &str, pretty: bool) {
+    let text = std::fs::read_to_string(env.kubeconfig()).unwrap();
+    let kubeconfig: Value = serde_json::from_str(&text).unwrap();
+    let text = match pretty {
+        true => serde_json::to_string_pretty(&kubeconfig),
+        false => serde_json::to_string(&kubeconfig),
+    };
+    std::fs::write(dir.join(format!("{cluster}.kubeconfig")), text.unwrap()).unwrap();
+}
+
+fn copy_kubeconfig(env: &TestEnv, dir: &Path, cluster: &str) {
+    std::fs::copy(env.kubeconfig(), dir.join(format!("{cluster}.kubeconfig"))).unwrap();
+}
+
+const FAST: Duration = Duration::from_secs(10);
+
+#[tokio::test]
+async fn a_fleet_follows_clusters_that_come_go_fail_and_recover() {
+    if let Ok(filter) = std::env::var("TEST_LOG") {
+        let _ = tracing_subscriber::fmt().with_env_filter(filter).try_init();
+    }
+    let started = Instant::now();
+    let (alpha, mut bravo, charlie) =
+        tokio::join!(TestEnv::start(), TestEnv::start(), TestEnv::start());
+    eprintln!("three control planes up in {:?}", started.elapsed());
+    let (a, b, c) = (alpha.client(), bravo.client(), charlie.client());
+    let idle = (
+        configmap_watches(&a).await,
+        configmap_watches(&b).await,
+        configmap_watches(&c).await,
+    );
+
+    // The directory fleet starts with alpha, bravo, and a cluster nothing answers for.
+    let dir = tempfile::tempdir().unwrap();
+    copy_kubeconfig(&alpha, dir.path(), "alpha");
+    copy_kubeconfig(&bravo, dir.path(), "bravo");
+    let nowhere = r#"{"apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x"}"#;
+    std::fs::write(dir.path().join("nowhere.yaml"), nowhere).unwrap();
+
+    let leader = leader_elected_manager(&alpha).await;
+    let by_dir: Engagements = Engagements::default();
+    let provider = KubeconfigDir::new(dir.path()).interval(Duration::from_millis(300));
+    let dir_fleet = Fleet::new(&leader, provider, stamper(BY_DIR, by_dir.clone()));
+    let by_secret: Engagements = Engagements::default();
+    let secrets = KubeconfigSecrets::new(&leader, NAMESPACE, CLUSTER_NAME_LABEL);
+    let secret_fleet = Fleet::new(&leader, secrets, stamper(BY_SECRET, by_secret.clone()));
+    leader.controllers().add(dir_fleet.clone().run());
+    leader.controllers().add(secret_fleet.clone().run());
+    let leading = tokio::spawn(leader.controllers().run());
+
+    // -- A standby replica engages nothing while the other leads.
+    let standby = leader_elected_manager(&alpha).await;
+    let by_standby: Engagements = Engagements::default();
+    let static_list = StaticClusters::new().cluster("alpha", config_of(&alpha).await);
+    let standby_fleet = Fleet::new(&standby, static_list, stamper(BY_DIR, by_standby.clone()));
+    standby.controllers().add(standby_fleet.clone().run());
+    let standing_by = tokio::spawn(standby.controllers().run());
+
+    // -- Engaged at start: alpha and bravo reconcile, each as itself.
+    for (client, cluster) in [(&a, "alpha"), (&b, "bravo")] {
+        let took = stamped_within(client, &format!("{cluster}-1"), BY_DIR, cluster, FAST).await;
+        assert!(took.is_some(), "at start: {cluster} was not reconciled");
+    }
+    assert_eq!(names(&dir_fleet), ["alpha", "bravo", "nowhere"]);
+    // The cluster nobody answers for keeps /readyz failing, naming it, and it alone.
+    let only_nowhere = |ready: &Result<(), String>| {
+        ready
+            .as_ref()
+            .is_err_and(|r| r.contains("nowhere") && !r.contains("bravo"))
+    };
+    let unready = eventually(FAST, async || only_nowhere(&leader.ready())).await;
+    assert!(
+        unready,
+        "readiness with an unreachable cluster: {:?}",
+        leader.ready()
+    );
+    std::fs::remove_file(dir.path().join("nowhere.yaml")).unwrap();
+    let ready = eventually(FAST, async || leader.ready().is_ok()).await;
+    assert!(
+        ready,
+        "not ready once the unreachable cluster went: {:?}",
+        leader.ready()
+    );
+    assert!(
+        standby_fleet.clusters().is_empty() && engaged(&by_standby, "alpha") == 0,
+        "standby: engaged {:?} without leading",
+        names(&standby_fleet)
+    );
+    assert!(
+        standby.ready().is_ok(),
+        "a standby is ready: {:?}",
+        standby.ready()
+    );
+
+    // -- Added while running: charlie's file appears, and charlie reconciles within seconds.
+    let scenario = Instant::now();
+    copy_kubeconfig(&charlie, dir.path(), "charlie");
+    let took = stamped_within(&c, "charlie-1", BY_DIR, "charlie", FAST).await;
+    let took = took.expect("added while running: charlie was not reconciled");
+    eprintln!("charlie added: reconciled {took:?} after its ConfigMap was created");
+    assert!(
+        configmap_watches(&c).await > idle.2,
+        "charlie engaged without a watch"
+    );
+    eprintln!("scenario 'added' took {:?}", scenario.elapsed());
+
+    // -- charlie's file goes: disengaged, and its API server serves none of our watches.
+    let scenario = Instant::now();
+    let charlie_manager = dir_fleet.cluster("charlie").unwrap().manager().clone();
+    std::fs::remove_file(dir.path().join("charlie.kubeconfig")).unwrap();
+    let gone = eventually(FAST, async || dir_fleet.cluster("charlie").is_none()).await;
+    assert!(gone, "removed: charlie is still engaged");
+    assert!(charlie_manager.is_shutting_down());
+    let watching = watches_become(&c, idle.2, FAST).await;
+    assert_eq!(watching, idle.2, "removed: charlie's watch stays open");
+    eprintln!("scenario 'removed' took {:?}", scenario.elapsed());
+
+    // -- bravo's API server dies, and bravo is engaged again (its kubeconfig changes) while it is
+    // down: charlie, added next, and alpha do not wait for it; bravo stays engaged and reconciles
+    // again once its API server is back.
+    let scenario = Instant::now();
+    bravo.kill(Component::KubeApiserver).await;
+    rewrite_kubeconfig(&bravo, dir.path(), "bravo", true);
+    let again = eventually(FAST, async || engaged(&by_dir, "bravo") == 2).await;
+    assert!(again, "bravo down: not engaged again on its new kubeconfig");
+    copy_kubeconfig(&charlie, dir.path(), "charlie");
+    for (client, cluster) in [(&c, "charlie"), (&a, "alpha")] {
+        let name = format!("{cluster}-while-bravo-is-down");
+        let took = stamped_within(client, &name, BY_DIR, cluster, Duration::from_secs(5)).await;
+        let took = took.unwrap_or_else(|| panic!("bravo down: {cluster} was held up"));
+        eprintln!("bravo down: {cluster} reconciled in {took:?}");
+    }
+    assert!(
+        names(&dir_fleet).contains(&"bravo".into()),
+        "bravo down: disengaged"
+    );
+    let bravo_manager = dir_fleet.cluster("bravo").unwrap().manager().clone();
+    bravo.start_component(Component::KubeApiserver).await;
+    let timeout = Duration::from_secs(45);
+    let took = stamped_within(&b, "bravo-after-restart", BY_DIR, "bravo", timeout).await;
+    let took = took.expect("bravo back: not reconciled again");
+    eprintln!("bravo back: reconciled {took:?} after its ConfigMap was created");
+    assert!(!bravo_manager.is_shutting_down() && engaged(&by_dir, "bravo") == 2);
+    eprintln!("scenario 'API server down' took {:?}", scenario.elapsed());
+
+    // -- bravo's kubeconfig changes again: engaged again, the old engagement's watch closed.
+    let scenario = Instant::now();
+    let watching = watches_become(&b, idle.1 + 1, FAST).await;
+    assert_eq!(
+        watching,
+        idle.1 + 1,
+        "bravo: one watch expected while engaged"
+    );
+    rewrite_kubeconfig(&bravo, dir.path(), "bravo", false);
+    let again = eventually(FAST, async || engaged(&by_dir, "bravo") == 3).await;
+    assert!(again, "changed kubeconfig: bravo was not engaged again");
+    assert!(
+        bravo_manager.is_shutting_down(),
+        "changed kubeconfig: the old manager runs on"
+    );
+    let took = stamped_within(&b, "bravo-2", BY_DIR, "bravo", FAST).await;
+    assert!(took.is_some(), "changed kubeconfig: bravo not reconciled");
+    let watching = watches_become(&b, idle.1 + 1, FAST).await;
+    assert_eq!(
+        watching,
+        idle.1 + 1,
+        "changed kubeconfig: bravo's old watch stays open"
+    );
+    eprintln!("scenario 'changed' took {:?}", scenario.elapsed());
+
+    // -- A Cluster API kubeconfig Secret for charlie engages it; deleting the Secret disengages it.
+    let scenario = Instant::now();
+    let secrets: Api<Secret> = Api::namespaced(a.clone(), NAMESPACE);
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some("charlie-kubeconfig".into()),
+            labels: Some(BTreeMap::from([(
+                CLUSTER_NAME_LABEL.into(),
+                "charlie".into(),
+            )])),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([(
+            "value".into(),
+            ByteString(embedded_kubeconfig(&charlie)),
+        )])),
+        ..Default::default()
+    };
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let took = stamped_within(&c, "charlie-2", BY_SECRET, "charlie", FAST).await;
+    assert!(took.is_some(), "Secret created: charlie was not reconciled");
+    assert_eq!(names(&secret_fleet), ["charlie"]);
+    // One watch of charlie's ConfigMaps for each fleet it is in.
+    assert_eq!(configmap_watches(&c).await, idle.2 + 2);
+    secrets
+        .delete("charlie-kubeconfig", &DeleteParams::default())
+        .await
+        .unwrap();
+    let gone = eventually(FAST, async || secret_fleet.clusters().is_empty()).await;
+    assert!(gone, "Secret deleted: charlie is still engaged");
+    let watching = watches_become(&c, idle.2 + 1, FAST).await;
+    assert_eq!(
+        watching,
+        idle.2 + 1,
+        "Secret deleted: its watch of charlie stays open"
+    );
+    eprintln!("scenario 'Secret' took {:?}", scenario.elapsed());
+
+    // -- The process shuts down: every cluster is disengaged, and no watch stays open.
+    leader.shutdown();
+    let stopped = tokio::time::timeout(FAST, leading).await;
+    assert!(matches!(stopped, Ok(Ok(Ok(())))), "leader: {stopped:?}");
+    assert!(dir_fleet.clusters().is_empty(), "{:?}", names(&dir_fleet));
+    assert_eq!(
+        watches_become(&a, idle.0, FAST).await,
+        idle.0,
+        "alpha: a watch stays open"
+    );
+    assert_eq!(
+        watches_become(&b, idle.1, FAST).await,
+        idle.1,
+        "bravo: a watch stays open"
+    );
+    assert_eq!(
+        watches_become(&c, idle.2, FAST).await,
+        idle.2,
+        "charlie: a watch stays open"
+    );
+    standby.shutdown();
+    let stopped = tokio::time::timeout(FAST, standing_by).await;
+    assert!(matches!(stopped, Ok(Ok(Ok(())))), "standby: {stopped:?}");
+    eprintln!("whole test: {:?}", started.elapsed());
+}
