@@ -546,12 +546,13 @@ fn alpha_update_refuses_bad_input_and_changes_nothing() {
         &["`../0.0.9` is not a rustbuilder version"],
     );
     // Kubebuilder's branch flags, checked before anything is touched.
-    let branch_refusals: [(&[&str], &str); 5] = [
+    let branch_refusals: [(&[&str], &str); 6] = [
         (
             &["--to-version", "9.9.9"],
             "it updates a project to its own scaffold, not to 9.9.9",
         ),
         (&["--open-gh-issue"], "help: add `--push`"),
+        (&["--use-gh-models"], "help: add `--open-gh-issue --push`"),
         (
             &["--from-branch", "nowhere"],
             "there is no branch `nowhere`",
@@ -997,15 +998,18 @@ fn the_auto_update_workflow_opens_an_issue_when_the_update_conflicts() {
     assert!(main.contains("<<<<<<< ours\n"), "{main}");
 }
 
-/// A fake `gh` for a test: records its arguments in `gh.log` and prints an issue's address.
+/// A fake `gh` for a test: records its arguments in `gh.log` (and what `gh models` reads in
+/// `models.stdin`) and prints an issue's address.
 fn fake_gh(bin: &Path) {
     let gh = bin.join("gh");
     let log = bin.join("gh.log");
+    let stdin = bin.join("models.stdin");
     std::fs::write(
         &gh,
         format!(
-            "#!/bin/sh\nprintf '%s\\n' \"$@\" >> '{}'\necho https://github.com/example/memcached-operator/issues/7\n",
-            log.display()
+            "#!/bin/sh\nprintf '%s\\n' \"$@\" >> '{}'\n[ \"$1\" = models ] && cat > '{}'\necho https://github.com/example/memcached-operator/issues/7\n",
+            log.display(),
+            stdin.display()
         ),
     )
     .unwrap();
@@ -1041,6 +1045,7 @@ fn an_update_on_a_branch_is_committed_there_pushed_and_opened_for_review() {
         NEW_VERSION,
         "--push",
         "--open-gh-issue",
+        "--use-gh-models",
         "--show-commits",
         "--restore-path",
         ".github/workflows",
@@ -1061,6 +1066,7 @@ fn an_update_on_a_branch_is_committed_there_pushed_and_opened_for_review() {
         format!("Pushed `{branch}` to origin"),
         "Opened the review issue https://github.com/example/memcached-operator/issues/7"
             .to_string(),
+        "Commented a summary of the update by GitHub Models".to_string(),
     ] {
         assert!(message.contains(&text), "{text:?} in:\n{message}");
     }
@@ -1095,9 +1101,19 @@ fn an_update_on_a_branch_is_committed_there_pushed_and_opened_for_review() {
         "issue\ncreate\n--title\n".to_string(),
         format!("Update the scaffold to rustbuilder {NEW_VERSION}\n"),
         format!("on the branch `{branch}` (base `{base}`)"),
+        // GitHub Models read the update's commit, and its summary went to the issue.
+        "models\nrun\nopenai/gpt-4o-mini\n".to_string(),
+        "issue\ncomment\nhttps://github.com/example/memcached-operator/issues/7\n--body\n"
+            .to_string(),
+        "_Written by GitHub Models".to_string(),
     ] {
         assert!(gh.contains(&text), "{text:?} in:\n{gh}");
     }
+    let read_by_the_model = std::fs::read_to_string(bin.path().join("models.stdin")).unwrap();
+    assert!(
+        read_by_the_model.contains("Makefile"),
+        "{read_by_the_model}"
+    );
 
     // Again from the base branch: the branch exists, so nothing changes and we stay on the base.
     git(d, &["switch", "-q", &base]);

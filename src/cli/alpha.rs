@@ -66,6 +66,10 @@ pub struct UpdateArgs {
     /// After the push, open a GitHub issue for the review (needs `gh`).
     #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false, help_heading = "On a branch")]
     pub open_gh_issue: bool,
+    /// Comment a summary of the update on the issue, written by GitHub Models (needs `--open-gh-issue`
+    /// and gh's `gh-models` extension); a summary that fails is a warning.
+    #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false, help_heading = "On a branch")]
+    pub use_gh_models: bool,
     /// A git setting for the update's commands, `key=value` (repeatable).
     #[arg(long, value_name = "KEY=VALUE", help_heading = "On a branch")]
     pub git_config: Vec<String>,
@@ -83,6 +87,7 @@ impl UpdateArgs {
             || self.merge_message.is_some()
             || self.conflict_message.is_some()
             || self.open_gh_issue
+            || self.use_gh_models
             || !self.git_config.is_empty();
         on_branch.then(|| crate::update::branch::BranchOptions {
             from_branch: self.from_branch.clone(),
@@ -94,6 +99,7 @@ impl UpdateArgs {
             merge_message: self.merge_message.clone(),
             conflict_message: self.conflict_message.clone(),
             open_gh_issue: self.open_gh_issue,
+            use_gh_models: self.use_gh_models,
             git_config: self.git_config.clone(),
         })
     }
@@ -326,6 +332,11 @@ fn update_on_branch(
     }
     if let Some(issue) = &committed.issue {
         shell::status("Opened", format!("the review issue {issue}"));
+    }
+    match &committed.summary {
+        Some(Ok(())) => shell::status("Commented", "a summary of the update by GitHub Models"),
+        Some(Err(why)) => shell::warning(format!("no summary by GitHub Models: {why}")),
+        None => {}
     }
     shell::note(
         "Next",

@@ -34,6 +34,8 @@ pub struct BranchOptions {
     pub conflict_message: Option<String>,
     /// Open a GitHub issue (with `gh`) for the review, after the push.
     pub open_gh_issue: bool,
+    /// Comment on that issue a summary of the update by GitHub Models (`gh models run`).
+    pub use_gh_models: bool,
     /// `key=value` settings for every git command of the update (`git -c key=value`).
     pub git_config: Vec<String>,
 }
@@ -49,6 +51,8 @@ pub struct Committed {
     pub pushed: bool,
     /// What `gh issue create` printed (the issue's address).
     pub issue: Option<String>,
+    /// Whether GitHub Models' summary was commented on the issue (`Err`: why not), when asked for.
+    pub summary: Option<Result<(), String>>,
 }
 
 /// The outcome of an update on a branch.
@@ -72,6 +76,11 @@ pub fn run(options: &Options, branch: &BranchOptions) -> Result<BranchOutcome> {
                 "`--git-config {setting}` is not `key=value`\nhelp: e.g. `--git-config merge.renameLimit=999999`"
             );
         }
+    }
+    if branch.use_gh_models && !branch.open_gh_issue {
+        bail!(
+            "`--use-gh-models` comments its summary on the review issue\nhelp: add `--open-gh-issue --push`"
+        );
     }
     if branch.open_gh_issue && !branch.push {
         bail!(
@@ -174,6 +183,7 @@ pub fn run(options: &Options, branch: &BranchOptions) -> Result<BranchOutcome> {
         commits: 0,
         pushed: false,
         issue: None,
+        summary: None,
     };
     let conflicts = !committed.report.conflicts.is_empty();
     if conflicts && !branch.force {
@@ -227,7 +237,11 @@ pub fn run(options: &Options, branch: &BranchOptions) -> Result<BranchOutcome> {
         committed.pushed = true;
     }
     if branch.open_gh_issue {
-        committed.issue = Some(open_issue(dir, &committed)?);
+        let issue = open_issue(dir, &committed)?;
+        if branch.use_gh_models {
+            committed.summary = Some(comment_summary(&git, &committed, &issue));
+        }
+        committed.issue = Some(issue);
     }
     Ok(BranchOutcome::Committed(Box::new(committed)))
 }
@@ -275,6 +289,72 @@ fn open_issue(dir: &Path, committed: &Committed) -> Result<String> {
         );
     }
     Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
+}
+
+/// The model that writes the summary, as GitHub Models names it.
+const SUMMARY_MODEL: &str = "openai/gpt-4o-mini";
+
+/// The update's last commit (cut to what the model reads) summarized by GitHub Models and commented
+/// on `issue`. Advice for the reviewer: a failure is returned, not raised, as the update is done.
+fn comment_summary(git: &Git<'_>, committed: &Committed, issue: &str) -> Result<(), String> {
+    let diff = git
+        .text(&["show", "--stat", "--patch", "HEAD"])
+        .map_err(|e| e.to_string())?;
+    let diff: String = diff.chars().take(60_000).collect();
+    let report = &committed.report;
+    let prompt = format!(
+        "This is the commit in which `rustbuilder alpha update` moved a Rust Kubernetes operator from \
+         rustbuilder {} to {}. In a few short bullet points, summarize what the new scaffold changed, \
+         then {}. Markdown, no preamble.",
+        report.from,
+        report.to,
+        if report.conflicts.is_empty() {
+            "say what a maintainer should check before merging"
+        } else {
+            "say for each file with conflict markers what each side brings and how to resolve it"
+        }
+    );
+    let summary = gh(
+        git.dir,
+        &["models", "run", SUMMARY_MODEL, &prompt],
+        Some(&diff),
+    )?;
+    if summary.trim().is_empty() {
+        return Err("`gh models run` wrote nothing".into());
+    }
+    let body = format!(
+        "{}\n\n_Written by GitHub Models (`rustbuilder alpha update --use-gh-models`): check it against the diff._\n",
+        summary.trim_end()
+    );
+    gh(git.dir, &["issue", "comment", issue, "--body", &body], None).map(|_| ())
+}
+
+/// Runs `gh` with `args` (and `input` on its standard input); its output, or why it failed.
+fn gh(dir: &Path, args: &[&str], input: Option<&str>) -> Result<String, String> {
+    use std::io::Write as _;
+    let mut child = Command::new("gh")
+        .args(args)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("`gh` did not run: {e}"))?;
+    let mut stdin = child.stdin.take().expect("piped");
+    // A gh that exits without reading its input is its own failure, reported below.
+    let _ = stdin.write_all(input.unwrap_or_default().as_bytes());
+    drop(stdin);
+    let output = child
+        .wait_with_output()
+        .map_err(|e| format!("`gh` did not run: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "`gh {}` failed: {}",
+            args[..2].join(" "),
+            String::from_utf8_lossy(&output.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 /// Git in the project directory, with the update's `-c key=value` settings.
