@@ -67,6 +67,10 @@ pub struct PluginConfig {
     /// The rendered install manifest the Helm chart is built from (Helm plugin only, `--manifests`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub manifests: Option<String>,
+    /// The manager runs the controllers in every cluster of a fleet (Rust plugin only,
+    /// `init --multicluster`); recorded when true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub multicluster: Option<bool>,
     /// The directory the Helm chart is written under, `<output>/chart/` (Helm plugin only,
     /// `--output-dir`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -933,6 +933,165 @@ fn a_namespaced_project_gets_a_role_and_watches_its_namespace() {
     assert!(!read(plain.path(), "tests/e2e/main.rs").contains("WATCH_NAMESPACE"));
 }
 
+/// `init --multicluster` + `create api`: the project's controllers in every cluster of a fleet.
+fn multicluster_project() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let init = ["init", "--domain", "example.com", "--project-name"];
+    ok(
+        d,
+        &[&init[..], &["fleet-operator", "--multicluster"]].concat(),
+    );
+    let api = ["create", "api", "--group", "fleet", "--version", "v1alpha1"];
+    ok(d, &[&api[..], &["--kind", "Widget"]].concat());
+    dir
+}
+
+#[test]
+fn a_multicluster_project_runs_its_controllers_in_every_cluster_of_a_fleet() {
+    let dir = multicluster_project();
+    let d = dir.path();
+    let project = read(d, "PROJECT");
+    assert!(
+        project.contains(
+            "  rust.rustbuilder.dev/v1-alpha:\n    license: apache2\n    multicluster: true\n"
+        ),
+        "{project}"
+    );
+    // The manager's flags choose the provider; the fleet engages each cluster with `engage`, which
+    // adds the controller there; the manager may read the kubeconfig Secrets.
+    let main = read(d, "src/main.rs");
+    for expected in [
+        "    #[command(flatten)]\n    fleet: FleetArgs,\n",
+        "let fleet = Fleet::new(&manager, args.fleet.provider(&manager)?, engage);",
+        "    controllers.add(fleet.run());\n    controllers.run().await\n",
+        "// +rustbuilder:rbac:groups=core,resources=secrets,verbs=get;list;watch\n",
+    ] {
+        assert!(main.contains(expected), "{expected:?} in:\n{main}");
+    }
+    let (_, engage) = main
+        .split_once("fn engage(cluster: &Cluster) {")
+        .expect("{main}");
+    assert!(
+        engage.starts_with(
+            "\n    let controllers = cluster.manager().controllers();\n    controllers.add(controller::widget::run(cluster.clone()));\n    // +rustbuilder:scaffold:clusters\n"
+        ),
+        "{engage}"
+    );
+    let controller = read(d, "src/controller/widget.rs");
+    for expected in [
+        "pub async fn run(cluster: Cluster) {",
+        "        cluster: cluster.name().to_string(),",
+        "tracing::debug!(cluster = %ctx.cluster, name = %object.name_any(), \"reconciling\");",
+        "reconciled in cluster {cluster}",
+    ] {
+        assert!(
+            controller.contains(expected),
+            "{expected:?} in:\n{controller}"
+        );
+    }
+    assert!(read(d, "tests/controllers/widget.rs").contains("KubeconfigDir::new(&dir)"));
+    // A sample kubeconfig Secret, in the form the default provider reads, left out of the samples
+    // kustomize applies.
+    let sample = read(d, "config/samples/cluster_kubeconfig_secret.yaml");
+    let secret: serde_yaml::Value = serde_yaml::from_str(&sample).unwrap();
+    assert_eq!(secret["metadata"]["namespace"], "fleet-operator-system");
+    assert_eq!(
+        secret["metadata"]["labels"]["cluster.x-k8s.io/cluster-name"],
+        "east"
+    );
+    let kubeconfig = secret["stringData"]["value"].as_str().expect("{sample}");
+    let kubeconfig: serde_yaml::Value = serde_yaml::from_str(kubeconfig).unwrap();
+    assert_eq!(kubeconfig["current-context"], "east");
+    assert!(!read(d, "config/samples/kustomization.yaml").contains("kubeconfig"));
+
+    // `alpha generate` makes it again from PROJECT.
+    let (_out, again) = regenerated(d);
+    assert_eq!(tree(&again), tree(d));
+
+    // Controllers that do not yet know about clusters are refused.
+    let api = ["create", "api", "--group", "fleet", "--version", "v1alpha1"];
+    refused(
+        d,
+        &[
+            &api[..],
+            &[
+                "--kind",
+                "Gadget",
+                "--plugins",
+                "deploy-image/v1-alpha",
+                "--image",
+                "nginx",
+            ],
+        ]
+        .concat(),
+        &[
+            "the deploy-image/v1-alpha plugin does not scaffold controllers for a multi-cluster project yet",
+            "\nhelp: ",
+        ],
+    );
+    refused(
+        d,
+        &[
+            "create",
+            "api",
+            "--group",
+            "apps",
+            "--version",
+            "v1",
+            "--kind",
+            "Deployment",
+            "--resource=false",
+        ],
+        &["not scaffolded for a multi-cluster project yet", "\nhelp: "],
+    );
+}
+
+/// The multi-cluster project builds clean, its RBAC has the Secrets, and its controller's test
+/// passes: a fleet of one cluster, the test's own API server found in a kubeconfig directory,
+/// reconciles a Widget there.
+#[test]
+fn a_multicluster_project_builds_and_reconciles_in_its_fleet() {
+    let dir = multicluster_project();
+    let d = dir.path();
+    let target = std::env::var_os("PROJECTS_TARGET_DIR")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(|h| PathBuf::from(h).join(".cache/rustbuilder/target-projects"))
+        })
+        .expect("PROJECTS_TARGET_DIR or HOME");
+    let cargo = |args: &[&str]| {
+        let output = Command::new("cargo")
+            .args(args)
+            .current_dir(d)
+            .env("CARGO_TARGET_DIR", &target)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "`cargo {}` failed:\n{}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stdout),
+            stderr(&output)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    cargo(&["fmt", "--check"]);
+    cargo(&["clippy", "--all-targets", "--", "-D", "warnings"]);
+    let tested = cargo(&["test", "--test", "controllers"]);
+    assert!(
+        tested.contains("test widget::reconcile_marks_widget_ready ... ok"),
+        "{tested}"
+    );
+    cargo(&["run", "--quiet", "--bin", "crdgen", "--", "--write"]);
+    let role = read(d, "config/rbac/role.yaml");
+    assert!(
+        role.contains("- apiGroups:\n  - \"\"\n  resources:\n  - secrets\n  verbs:\n  - get\n  - list\n  - watch\n"),
+        "{role}"
+    );
+}
+
 #[test]
 fn edit_namespaced_gives_what_init_namespaced_gives_and_back() {
     let deploy_image = [

@@ -49,6 +49,10 @@ pub struct Args {
     /// RoleBinding there instead of cluster-wide ones.
     #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false)]
     pub namespaced: bool,
+    /// A multi-cluster manager: it runs the controllers in every cluster of a fleet, announced by
+    /// kubeconfig Secrets or the files of a directory (the manager's `--cluster-provider`).
+    #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false)]
+    pub multicluster: bool,
     /// Kubebuilder's plugin keys, comma-separated: the layout (`go/v4`, also written
     /// `go.kubebuilder.io/v4`, `base.go.kubebuilder.io/v4`, `kustomize/v2`) is the one rustbuilder
     /// scaffolds, and changes nothing; `grafana/v1-alpha` and `autoupdate/v1-alpha` run on the new
@@ -125,6 +129,7 @@ pub fn run(args: Args) -> Result<()> {
         header,
         multigroup: args.multigroup,
         namespaced: args.namespaced,
+        multicluster: args.multicluster,
         runtime_source: args.runtime_source.into(),
     };
     let plan = crate::plugins::rust::init(&args.dir, &options)?;

@@ -283,6 +283,11 @@ pub fn validate(options: &ApiOptions) -> Result<()> {
 pub fn create_api(dir: &Path, options: &ApiOptions, image: &DeployImage) -> Result<Plan> {
     validate(options)?;
     let mut scaffold = rust::plan_api(dir, options)?;
+    if rust::is_multicluster(&scaffold.project) {
+        bail!(
+            "the {NAME} plugin does not scaffold controllers for a multi-cluster project yet: its controller runs in one cluster\nhelp: scaffold the kind without `--plugins {NAME}`, and run its image from the controller's reconcile"
+        );
+    }
     // The image is the manager's `<KIND>_IMAGE` variable: one per kind name.
     if let Some(other) = scaffold
         .project

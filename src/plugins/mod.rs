@@ -47,6 +47,7 @@ pub fn generate(project: &Project, input: &Path, output: &Path) -> Result<()> {
         header: Some(rust::read_header(input, project)?),
         multigroup: project.multigroup,
         namespaced: project.namespaced,
+        multicluster: rust::is_multicluster(project),
         runtime_source: rust::RuntimeSource::of(project)?,
     };
     rust::init(output, &init_options)?.apply()?;

@@ -117,6 +117,8 @@ pub struct InitOptions {
     pub multigroup: bool,
     /// A manager that watches its own namespace only (`WATCH_NAMESPACE`), with a Role there.
     pub namespaced: bool,
+    /// A manager that runs the controllers in every cluster of a fleet (`--cluster-provider`).
+    pub multicluster: bool,
     pub runtime_source: RuntimeSource,
 }
 
@@ -193,6 +195,8 @@ pub(super) struct ProjectContext {
     multigroup: bool,
     /// The manager watches one namespace (`init --namespaced`).
     namespaced_manager: bool,
+    /// The manager runs the controllers in every cluster of a fleet (`init --multicluster`).
+    pub(super) multicluster: bool,
 }
 
 impl ProjectContext {
@@ -228,8 +232,16 @@ impl ProjectContext {
             kubernetes_version: versions::KUBERNETES,
             multigroup: project.multigroup,
             namespaced_manager: project.namespaced,
+            multicluster: is_multicluster(project),
         })
     }
+}
+
+/// Whether the project's manager runs its controllers in every cluster of a fleet
+/// (`init --multicluster`).
+pub fn is_multicluster(project: &Project) -> bool {
+    let rust = project.plugins.get(project::RUST_PLUGIN);
+    rust.and_then(|p| p.multicluster).unwrap_or(false)
 }
 
 /// The header the project at `dir` gives its files: its [`BOILERPLATE`] (or, for a Kubebuilder
@@ -351,6 +363,7 @@ pub fn init(dir: &Path, options: &InitOptions) -> Result<Plan> {
     rust.license = Some(options.license.key().to_string());
     rust.owner = options.owner.clone();
     rust.runtime_source = options.runtime_source.key().map(str::to_string);
+    rust.multicluster = options.multicluster.then_some(true);
 
     let mut plan = Plan::new(dir);
     let mut context = ProjectContext::new(&project)?;
@@ -371,6 +384,10 @@ pub fn init(dir: &Path, options: &InitOptions) -> Result<Plan> {
     }
     let context = tera::Context::from_serialize(context)?;
     plan.add_set("init", &context)?;
+    if options.multicluster {
+        // A sample of the kubeconfig Secrets the default provider reads.
+        plan.add_set("multicluster", &context)?;
+    }
     plan.add(project::FILE_NAME, project.render(), IfExists::Error);
     if options.runtime_source == RuntimeSource::Vendored {
         crate::vendored::add_to(&mut plan)?;
@@ -533,6 +550,11 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
         (None, Some(Resource { api: Some(api), .. })) if !options.resource => api.namespaced,
         _ => options.namespaced,
     };
+    if is_multicluster(&project) && options.controller && (core.is_some() || external.is_some()) {
+        bail!(
+            "{gvk} is not the project's own kind, and controllers of built-in and other operators' kinds are not scaffolded for a multi-cluster project yet\nhelp: scaffold a kind of the project's own, or `--controller=false`"
+        );
+    }
     if project.namespaced && !namespaced && options.controller {
         bail!(
             "{gvk} is cluster-scoped, and this project's manager watches its own namespace only (`namespaced: true` in PROJECT): its Role grants nothing outside that namespace\nhelp: scaffold a namespaced kind, or `--controller=false` for the type alone"
@@ -1048,11 +1070,16 @@ fn wire(
             marker: "imports",
             fragment: format!("use {}::controller;", base.crate_name),
         })?;
+        // A multi-cluster manager runs each controller in every cluster its fleet engages.
+        let (marker, manager) = match base.multicluster {
+            true => ("clusters", "cluster"),
+            false => ("controllers", "manager"),
+        };
         plan.insert(Insertion {
             path: "src/main.rs",
-            marker: "controllers",
+            marker,
             fragment: format!(
-                "    controllers.add(controller::{}::run(manager.clone()));",
+                "    controllers.add(controller::{}::run({manager}.clone()));",
                 api.controller_rel
             ),
         })?;

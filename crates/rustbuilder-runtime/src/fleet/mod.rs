@@ -43,6 +43,7 @@
 //! identity and `--watch-namespace`, and metrics of its own, not served yet: `/metrics` shows the
 //! process's own series and each cluster's `rest_client_*` requests are not among them.
 
+mod args;
 mod cluster;
 mod kubeconfig_dir;
 mod kubeconfig_secrets;
@@ -60,6 +61,7 @@ use futures::stream::BoxStream;
 use tokio::task::{JoinHandle, JoinSet};
 use tracing::{Instrument, error, info, info_span, warn};
 
+pub use args::{ClusterProvider, FleetArgs};
 pub use cluster::{Cluster, ClusterStatus};
 pub use kubeconfig_dir::{DEFAULT_SCAN_INTERVAL, KubeconfigDir};
 pub use kubeconfig_secrets::{CLUSTER_NAME_LABEL, KUBECONFIG_KEYS, KubeconfigSecrets};
