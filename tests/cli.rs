@@ -5395,6 +5395,31 @@ fn edit_use_gh_models_adds_a_github_models_summary_to_the_auto_update_workflow()
         &["edit", "--plugins", "helm/v2-alpha", "--use-gh-models"],
         &["`--use-gh-models` belongs to `--plugins autoupdate/v1-alpha`"],
     );
+
+    // Kubebuilder's `--delete`: the workflow goes, and the plugin from PROJECT; then nothing to do.
+    refused(
+        d,
+        &["edit", "--plugins", "grafana/v1-alpha", "--delete"],
+        &["`--delete` removes the auto-update workflow, alone"],
+    );
+    let output = ok(
+        d,
+        &[
+            "edit",
+            "--plugins",
+            "autoupdate.kubebuilder.io/v1-alpha",
+            "--delete",
+        ],
+    );
+    assert!(
+        stderr(&output).contains("Removing .github/workflows/auto_update.yml"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!d.join(".github/workflows/auto_update.yml").exists());
+    assert!(!read(d, "PROJECT").contains("autoupdate"));
+    let again = ok(d, &["edit", "--plugins", "autoupdate/v1-alpha", "--delete"]);
+    assert!(stderr(&again).contains("the project has no auto-update workflow"));
 }
 
 #[test]
@@ -5544,14 +5569,17 @@ fn kubebuilder_commands_run_as_they_are() {
     let chain = "go/v4,autoupdate.kubebuilder.io/v1-alpha";
     ok(
         other.path(),
-        &["init", "--plugins", chain, "--domain", "example.com"],
+        &[
+            "init",
+            "--plugins",
+            chain,
+            "--domain",
+            "example.com",
+            "--use-gh-models",
+        ],
     );
-    assert!(
-        other
-            .path()
-            .join(".github/workflows/auto_update.yml")
-            .is_file()
-    );
+    let workflow = read(other.path(), ".github/workflows/auto_update.yml");
+    assert!(workflow.contains("models: read"), "{workflow}");
 
     // What cannot mean anything here is refused by name, with the fix.
     refused(
@@ -5582,6 +5610,11 @@ fn kubebuilder_commands_run_as_they_are() {
         empty.path(),
         &["init", "--project-version", "2"],
         &["unsupported `--project-version 2`"],
+    );
+    refused(
+        empty.path(),
+        &["init", "--plugins", "go/v4", "--use-gh-models"],
+        &["`--use-gh-models` belongs to the autoupdate plugin"],
     );
     refused(
         empty.path(),

@@ -82,6 +82,9 @@ pub struct Args {
     /// which the workflow requests) [default: as PROJECT records it, else false].
     #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub use_gh_models: Option<bool>,
+    /// With `--plugins autoupdate/v1-alpha`: remove the workflow, and the plugin from PROJECT.
+    #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false, conflicts_with = "use_gh_models")]
+    pub delete: bool,
     /// The license of the files written from now on: their header in `hack/boilerplate.rs.txt`.
     #[arg(long, value_enum)]
     pub license: Option<super::license::License>,
@@ -143,6 +146,14 @@ pub fn run(args: Args) -> Result<()> {
         bail!(
             "`--use-gh-models` belongs to `--plugins autoupdate/v1-alpha`\nhelp: e.g. `rustbuilder edit --plugins autoupdate/v1-alpha --use-gh-models`"
         );
+    }
+    if args.delete {
+        if plugins != [Plugin::Autoupdate] {
+            bail!(
+                "`--delete` removes the auto-update workflow, alone\nhelp: `rustbuilder edit --plugins autoupdate/v1-alpha --delete`; other plugins' files are yours to remove"
+            );
+        }
+        return delete_autoupdate(&args.project.dir);
     }
     if !plugins.is_empty() {
         let options = helm::Options {
@@ -282,6 +293,16 @@ fn edit_grafana(dir: &std::path::Path) -> Result<()> {
             grafana::CONFIG
         ),
     );
+    Ok(())
+}
+
+fn delete_autoupdate(dir: &std::path::Path) -> Result<()> {
+    let changed = autoupdate::delete(dir)?.apply()?;
+    if changed.is_empty() {
+        shell::status("Fresh", "the project has no auto-update workflow");
+    } else {
+        shell::written(changed);
+    }
     Ok(())
 }
 

@@ -59,6 +59,10 @@ pub struct Args {
     /// project, as `rustbuilder edit --plugins` would.
     #[arg(long, value_name = "PLUGIN,...")]
     pub plugins: Option<String>,
+    /// With `autoupdate/v1-alpha` among `--plugins`: its workflow also has GitHub Models summarize
+    /// each update (see `rustbuilder edit --help`).
+    #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub use_gh_models: Option<bool>,
     /// The PROJECT file's version: `3`, the only one Kubebuilder v4 writes.
     #[arg(long, value_name = "VERSION")]
     pub project_version: Option<String>,
@@ -115,6 +119,11 @@ pub fn run(args: Args) -> Result<()> {
         Some(chain) => plugin_keys::parse(chain, "init", &[Plugin::Grafana, Plugin::Autoupdate])?,
         None => Vec::new(),
     };
+    if args.use_gh_models.is_some() && !plugins.contains(&Plugin::Autoupdate) {
+        bail!(
+            "`--use-gh-models` belongs to the autoupdate plugin\nhelp: `rustbuilder init --plugins go/v4,autoupdate/v1-alpha --use-gh-models`"
+        );
+    }
     let project_name = match args.project_name {
         Some(name) => name,
         None => default_project_name(&args.dir)?,
@@ -135,7 +144,7 @@ pub fn run(args: Args) -> Result<()> {
     let plan = crate::plugins::rust::init(&args.dir, &options)?;
     shell::written(plan.apply()?);
     for plugin in plugins {
-        super::edit::run_plugin(&args.dir, plugin, &Default::default(), None)?;
+        super::edit::run_plugin(&args.dir, plugin, &Default::default(), args.use_gh_models)?;
     }
     shell::note(
         "Next",

@@ -53,6 +53,21 @@ pub fn edit(dir: &Path, use_gh_models: Option<bool>) -> Result<Edit> {
     })
 }
 
+/// Plans the workflow's removal from the project at `dir` and the plugin's from its PROJECT
+/// (Kubebuilder's `edit --plugins autoupdate/v1-alpha --delete`); nothing to do when neither is
+/// there.
+pub fn delete(dir: &Path) -> Result<Plan> {
+    let mut project = Project::load(dir)?;
+    let mut plan = Plan::new(dir);
+    if dir.join(WORKFLOW).exists() {
+        plan.remove(WORKFLOW);
+    }
+    if project.plugins.remove(project::AUTOUPDATE_PLUGIN).is_some() {
+        plan.add(project::FILE_NAME, project.render(), IfExists::Overwrite);
+    }
+    Ok(plan)
+}
+
 /// Writes the workflow into a project `alpha generate` just scaffolded at `output`: as this rustbuilder
 /// writes it, like every scaffolded file, so that `alpha update` merges a newer workflow into the user's.
 /// `use_gh_models` is what the project's PROJECT recorded.
