@@ -4,6 +4,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+mod common;
+use common::{locked, projects_target_dir};
+
 fn rustbuilder(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_rustbuilder"))
         .args(args)
@@ -1054,15 +1057,9 @@ fn a_multicluster_project_runs_its_controllers_in_every_cluster_of_a_fleet() {
 fn a_multicluster_project_builds_and_reconciles_in_its_fleet() {
     let dir = multicluster_project();
     let d = dir.path();
-    let target = std::env::var_os("PROJECTS_TARGET_DIR")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(|h| PathBuf::from(h).join(".cache/rustbuilder/target-projects"))
-        })
-        .expect("PROJECTS_TARGET_DIR or HOME");
+    let target = projects_target_dir();
     let cargo = |args: &[&str]| {
-        let output = Command::new("cargo")
+        let output = locked(&target, "cargo")
             .args(args)
             .current_dir(d)
             .env("CARGO_TARGET_DIR", &target)
@@ -1508,15 +1505,9 @@ fn absent_fields_stay_absent() {
 "#,
     )
     .unwrap();
-    let target = std::env::var_os("PROJECTS_TARGET_DIR")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(|h| PathBuf::from(h).join(".cache/rustbuilder/target-projects"))
-        })
-        .expect("PROJECTS_TARGET_DIR or HOME");
+    let target = projects_target_dir();
     let cargo = |args: &[&str]| {
-        let output = Command::new("cargo")
+        let output = locked(&target, "cargo")
             .args(args)
             .current_dir(d)
             .env("CARGO_TARGET_DIR", &target)

@@ -7,10 +7,12 @@
 //! their dependencies are the ones already built there.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Instant;
 
 use serde::Deserialize as _;
+
+mod common;
+use common::{locked, projects_target_dir};
 
 const SCRIPTS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -30,16 +32,6 @@ fn go_module_cache(root: &Path) -> PathBuf {
         std::fs::copy(fixtures.join(fixture), crds.join(file)).unwrap();
     }
     cache
-}
-
-fn projects_target_dir() -> PathBuf {
-    std::env::var_os("PROJECTS_TARGET_DIR")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(|h| PathBuf::from(h).join(".cache/rustbuilder/target-projects"))
-        })
-        .expect("PROJECTS_TARGET_DIR or HOME")
 }
 
 /// `kubectl` of the envtest assets: `make build-installer` runs `kubectl kustomize`.
@@ -67,7 +59,8 @@ fn run(script: &str, root: &Path) -> PathBuf {
     ))
     .unwrap();
     let started = Instant::now();
-    let output = Command::new("bash")
+    // The whole script holds the lock: its `make` targets build and run the project's binaries.
+    let output = locked(&projects_target_dir(), "bash")
         .arg(Path::new(SCRIPTS).join(script))
         .current_dir(&dir)
         .env("PATH", path)

@@ -15,6 +15,9 @@ use std::time::Instant;
 
 use serde_json::Value;
 
+mod common;
+use common::{locked, projects_target_dir};
+
 /// A known difference between a CRD controller-gen wrote and the one kube's derive writes from the
 /// generated types.
 struct Gap {
@@ -349,13 +352,7 @@ fn cases() -> Vec<Case> {
 
 #[test]
 fn generated_projects_write_the_crds_they_came_from() {
-    let target = std::env::var_os("PROJECTS_TARGET_DIR")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(|h| PathBuf::from(h).join(".cache/rustbuilder/target-projects"))
-        })
-        .expect("PROJECTS_TARGET_DIR or HOME");
+    let target = projects_target_dir();
     let mut failures = Vec::new();
     for case in cases() {
         let dir = tempfile::tempdir().unwrap();
@@ -368,7 +365,7 @@ fn generated_projects_write_the_crds_they_came_from() {
         }
         let output = dir.path().join("output");
         let started = Instant::now();
-        let generated = Command::new(env!("CARGO_BIN_EXE_rustbuilder"))
+        let generated = locked(&target, env!("CARGO_BIN_EXE_rustbuilder"))
             .args(["alpha", "generate", "--input-dir"])
             .arg(&input)
             .arg("--output-dir")
