@@ -9,8 +9,14 @@ SHELL = /usr/bin/env bash -o pipefail
 # Build caches shared by every clone on this machine, so CI and later runs reuse them.
 CACHE_DIR ?= $(HOME)/.cache/rustbuilder
 export CARGO_TARGET_DIR ?= $(CACHE_DIR)/target
-# The generated projects share one target dir of their own (they have the same dependencies).
+# The generated projects share one build dir of their own (they have the same dependencies and vendor
+# the same runtime, which cargo builds once for all of them); each keeps its binaries in its own
+# target/, so two projects built at once never run each other's `crdgen`. Cargo tells apart the builds
+# of projects there by package name only, and reuses a build newer than the sources: projects of one
+# name but different code (a tutorial's `project` on its way, the golden one) must not be built at once,
+# nor one from sources older than the other's build.
 PROJECTS_TARGET_DIR ?= $(CACHE_DIR)/target-projects
+in-project = CARGO_BUILD_BUILD_DIR=$(PROJECTS_TARGET_DIR) CARGO_TARGET_DIR=$(CURDIR)/$(1)/target
 # Debug builds keep line tables only: backtraces still name file and line, and a generated project's test
 # binary is a fraction of the ~350 MB full debug info makes it (less to link, less disk).
 export CARGO_PROFILE_DEV_DEBUG ?= line-tables-only
@@ -62,8 +68,10 @@ lint: ## Check formatting, clippy and rustdoc for the CLI and the runtime crates
 	K8S_OPENAPI_ENABLED_VERSION=1.36 RUSTDOCFLAGS="-D warnings" cargo doc --locked --workspace --no-deps --all-features
 	$(step-end)
 
+# The golden operator (oci-image) is built before the tutorials (test-docs) build their own `project`
+# package in the shared build dir: see PROJECTS_TARGET_DIR.
 .PHONY: test
-test: test-start prune-cache build lint test-cli test-package test-runtime verify-testdata test-testdata test-helm test-docs test-drills ## Run every test: CLI, runtime crates, their packages, golden projects, their own tests on a real control plane, the Helm chart, fault drills.
+test: test-start prune-cache build lint test-cli test-package test-runtime verify-testdata test-testdata test-helm oci-image test-docs test-drills ## Run every test: CLI, runtime crates, their packages, golden projects, their own tests on a real control plane, the Helm chart, fault drills.
 	@echo "==> make test: $$(( $$(date +%s) - $$(cat $(STEP_TIMES)/test-start) ))s in all"
 	@echo "==> the slowest steps (seconds):"; { cat $(STEP_TIMES)/steps.log 2>/dev/null || true; } | sort -rn | awk 'NR <= 5 { print "      " $$0 }'
 	@echo "==> the slowest test binaries (seconds):"; { cat $(TEST_TIMES_LOG) 2>/dev/null || true; } | sort -rn | awk 'NR <= 5 { print "      " $$0 }'
@@ -125,9 +133,9 @@ testdata: build ## Regenerate the sample projects in testdata/ from their PROJEC
 	  if [ -d $$user ]; then \
 	    $(RUSTBUILDER) alpha generate --skip-manifests --input-dir $$project && \
 	    cp -R $$user/. $$project/ && \
-	    CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) $(RUSTBUILDER) manifests --quiet --dir $$project || exit 1; \
+	    $(call in-project,$$project) $(RUSTBUILDER) manifests --quiet --dir $$project || exit 1; \
 	  else \
-	    CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) $(RUSTBUILDER) alpha generate --input-dir $$project || exit 1; \
+	    $(call in-project,$$project) $(RUSTBUILDER) alpha generate --input-dir $$project || exit 1; \
 	  fi; \
 	done
 	$(step-end)
@@ -162,8 +170,8 @@ test-testdata: build envtest ## Lint and test each sample project (envtest: a re
 .PHONY: $(PROJECT_TESTS)
 $(PROJECT_TESTS): %/.test:
 	@echo "==> $*"; start=$$(date +%s); \
-	env -u KUBEBUILDER_ASSETS PATH="$(NO_RUSTBUILDER_PATH)" \
-	  $(MAKE) -j1 -C $* lint test test-e2e CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR); \
+	env -u KUBEBUILDER_ASSETS PATH="$(NO_RUSTBUILDER_PATH)" CARGO_BUILD_BUILD_DIR=$(PROJECTS_TARGET_DIR) \
+	  $(MAKE) -j1 -C $* lint test test-e2e CARGO_TARGET_DIR=$(CURDIR)/$*/target; \
 	took=$$(( $$(date +%s) - start )); echo "==> $*: $${took}s"; \
 	mkdir -p $(dir $(TEST_TIMES_LOG)) && echo "$$took $* (make lint test test-e2e)" >> $(TEST_TIMES_LOG)
 
@@ -185,7 +193,7 @@ $(HELM):
 .PHONY: test-helm
 test-helm: envtest helm ## The golden project's Helm chart: helm lint and template, then install on a local cluster.
 	$(step-start)
-	HELM=$(HELM) KUBEBUILDER_ASSETS="$(ASSETS)" CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) hack/test-helm.sh testdata/project
+	HELM=$(HELM) KUBEBUILDER_ASSETS="$(ASSETS)" $(call in-project,testdata/project) hack/test-helm.sh testdata/project
 	$(step-end)
 
 # The golden operator as a process the drills can kill; hack/drills builds with the projects' target dir.
@@ -195,22 +203,22 @@ DRILLS := hack/drills/Cargo.toml
 test-drills: testdata envtest oci-image ## Fault drills (docs/reliability.md), the deploy path and the image (docs/deploy.md).
 	$(step-start)
 	cargo fmt --manifest-path $(DRILLS) --check
-	CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) cargo clippy --locked --manifest-path $(DRILLS) --all-targets -- -D warnings
+	$(call in-project,hack/drills) cargo clippy --locked --manifest-path $(DRILLS) --all-targets -- -D warnings
 	DRILLS_OPERATOR=$(OPERATOR) DRILLS_IMAGE=$(CURDIR)/$(OCI_IMAGE) \
-	  KUBEBUILDER_ASSETS="$(ASSETS)" CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) \
+	  KUBEBUILDER_ASSETS="$(ASSETS)" $(call in-project,hack/drills) \
 	  $(TEST_BINARIES) --locked --manifest-path $(DRILLS) -- --nocapture
 	$(step-end)
 
 # The golden operator the drills run and its image holds (docs/deploy.md): a debug build linked
 # statically (glibc's static C runtime; no musl toolchain needed). `cargo rustc` gives the flag to the
 # final link only, so no dependency is rebuilt for it.
-OPERATOR := $(PROJECTS_TARGET_DIR)/debug/project
+OPERATOR := $(CURDIR)/testdata/project/target/debug/project
 OCI_IMAGE := bin/oci/project
 
 .PHONY: operator
 operator: testdata
 	$(step-start)
-	CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) cargo rustc --locked --manifest-path testdata/project/Cargo.toml \
+	$(call in-project,testdata/project) cargo rustc --locked --manifest-path testdata/project/Cargo.toml \
 	  --bin project -- -C target-feature=+crt-static
 	$(step-end)
 
@@ -227,8 +235,8 @@ DOCS := docs/getting-started.md docs/zh/getting-started.md docs/cronjob-tutorial
 .PHONY: test-docs
 test-docs: build envtest ## Check the tutorials' snippets against testdata/project and run their commands.
 	$(step-start)
-	PATH="$(dir $(RUSTBUILDER)):$$PATH" KUBEBUILDER_ASSETS="$(ASSETS)" CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) \
-	  python3 hack/doc-test.py $(DOCS)
+	PATH="$(dir $(RUSTBUILDER)):$$PATH" KUBEBUILDER_ASSETS="$(ASSETS)" CARGO_BUILD_BUILD_DIR=$(PROJECTS_TARGET_DIR) \
+	  env -u CARGO_TARGET_DIR python3 hack/doc-test.py $(DOCS)
 	$(step-end)
 
 # Kubebuilder's own PROJECT files (Kubebuilder's testdata and book projects, one `<name>/PROJECT` per
@@ -243,10 +251,10 @@ test-kubebuilder: build envtest ## Make each Kubebuilder PROJECT file into a Rus
 	for file in $(KUBEBUILDER_PROJECT_FILES)/*/PROJECT; do \
 	  name=$$(basename $$(dirname $$file)); in=$(KUBEBUILDER_OUT)/$$name/in; out=$(KUBEBUILDER_OUT)/$$name/out; \
 	  echo "==> $$name"; rm -rf $(KUBEBUILDER_OUT)/$$name; mkdir -p $$in; cp $$file $$in/PROJECT; \
-	  CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR) $(RUSTBUILDER) alpha generate --input-dir $$in --output-dir $$out; \
+	  CARGO_BUILD_BUILD_DIR=$(PROJECTS_TARGET_DIR) CARGO_TARGET_DIR=$$out/target $(RUSTBUILDER) alpha generate --input-dir $$in --output-dir $$out; \
 	  targets="lint test"; grep -q '^multigroup: true' $$file && targets="$$targets test-e2e"; \
-	  env -u KUBEBUILDER_ASSETS PATH="$(NO_RUSTBUILDER_PATH)" \
-	    $(MAKE) -C $$out $$targets CARGO_TARGET_DIR=$(PROJECTS_TARGET_DIR); \
+	  env -u KUBEBUILDER_ASSETS PATH="$(NO_RUSTBUILDER_PATH)" CARGO_BUILD_BUILD_DIR=$(PROJECTS_TARGET_DIR) \
+	    $(MAKE) -C $$out $$targets CARGO_TARGET_DIR=$$out/target; \
 	done
 
 .PHONY: bench

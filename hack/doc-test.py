@@ -334,9 +334,10 @@ def main(argv):
                 continue
             ran[key] = " + ".join(chain)
             to_run.append(chain)
-        # Two chains that make a project of the same name build the same cargo package (cargo names a
-        # standalone package's artifacts after its name, wherever it lies) in the shared target dir, so
-        # they must not run at once: such chains form a group that runs one chain after the other.
+        # Two chains that make a project of the same name build the same cargo package in the shared build
+        # dir (cargo tells a standalone package's builds apart by its name, not where it lies, and reuses
+        # a build newer than the sources), so they must not run at once: such chains form a group that
+        # runs one chain after the other.
         groups = {}
         for chain in to_run:
             groups.setdefault(project_name(chain), []).append(chain)

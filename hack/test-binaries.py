@@ -55,7 +55,8 @@ def built_binaries(cargo_args):
 
 
 def durations_file():
-    target = os.environ.get("CARGO_TARGET_DIR", "target")
+    # The build dir when one is set apart (it is the cache kept between runs), else the target dir.
+    target = os.environ.get("CARGO_BUILD_BUILD_DIR") or os.environ.get("CARGO_TARGET_DIR", "target")
     return Path(target) / "test-binaries-durations.json"
 
 

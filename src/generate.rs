@@ -61,6 +61,28 @@ fn from_kubebuilder(text: &str, input: &Path, output: &Path) -> Result<Project> 
     Project::load(output)
 }
 
+/// Gives each file under `staging` that has the same bytes as its counterpart under `output` the
+/// counterpart's modification time.
+fn keep_times_of_unchanged(staging: &Path, output: &Path) -> Result<()> {
+    for entry in std::fs::read_dir(staging)? {
+        let entry = entry?;
+        let (staged, existing) = (entry.path(), output.join(entry.file_name()));
+        if entry.file_type()?.is_dir() {
+            if existing.is_dir() {
+                keep_times_of_unchanged(&staged, &existing)?;
+            }
+        } else if existing.is_file() && std::fs::read(&staged)? == std::fs::read(&existing)? {
+            let modified = std::fs::metadata(&existing)?.modified()?;
+            std::fs::File::options()
+                .write(true)
+                .open(&staged)?
+                .set_modified(modified)
+                .with_context(|| format!("failed to set the time of `{}`", staged.display()))?;
+        }
+    }
+    Ok(())
+}
+
 /// A fresh directory next to `output`, to build a project in before it replaces `output`'s contents.
 fn staging_dir(output: &Path) -> Result<tempfile::TempDir> {
     let parent = std::path::absolute(output)?
@@ -80,9 +102,12 @@ fn staging_dir(output: &Path) -> Result<tempfile::TempDir> {
         })
 }
 
-/// Makes `output` hold exactly what `staging` holds, keeping `KEEP` entries of `output`.
+/// Makes `output` hold exactly what `staging` holds, keeping `KEEP` entries of `output`. A file whose
+/// text did not change keeps its modification time, so cargo does not rebuild what regeneration left as
+/// it was (the vendored runtime, unchanged code).
 fn replace_contents(staging: &Path, output: &Path) -> Result<()> {
     if output.exists() {
+        keep_times_of_unchanged(staging, output)?;
         for entry in std::fs::read_dir(output)
             .with_context(|| format!("failed to read `{}`", output.display()))?
         {
@@ -115,4 +140,57 @@ fn replace_contents(staging: &Path, output: &Path) -> Result<()> {
             .with_context(|| format!("failed to move into `{}`", target.display()))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+    use std::time::{Duration, SystemTime};
+
+    use super::*;
+
+    fn modified(path: &Path) -> SystemTime {
+        fs::metadata(path).unwrap().modified().unwrap()
+    }
+
+    #[test]
+    fn regenerated_files_keep_their_time_only_when_their_text_is_the_same() {
+        let dir = tempfile::tempdir().unwrap();
+        let (output, staging) = (dir.path().join("output"), dir.path().join("staging"));
+        let long_ago = SystemTime::UNIX_EPOCH + Duration::from_secs(1_600_000_000);
+        for (path, text) in [
+            ("src/same.rs", "same"),
+            ("src/changed.rs", "old"),
+            ("gone.rs", ""),
+        ] {
+            let path = output.join(path);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(&path, text).unwrap();
+            fs::File::options()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_modified(long_ago)
+                .unwrap();
+        }
+        for (path, text) in [
+            ("src/same.rs", "same"),
+            ("src/changed.rs", "new"),
+            ("new.rs", ""),
+        ] {
+            let path = staging.join(path);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(&path, text).unwrap();
+        }
+
+        replace_contents(&staging, &output).unwrap();
+
+        assert_eq!(modified(&output.join("src/same.rs")), long_ago);
+        assert_ne!(modified(&output.join("src/changed.rs")), long_ago);
+        assert_eq!(
+            fs::read_to_string(output.join("src/changed.rs")).unwrap(),
+            "new"
+        );
+        assert!(output.join("new.rs").is_file() && !output.join("gone.rs").exists());
+    }
 }

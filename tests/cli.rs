@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 mod common;
-use common::{locked, projects_target_dir};
+use common::cargo;
 
 fn rustbuilder(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_rustbuilder"))
@@ -1057,23 +1057,7 @@ fn a_multicluster_project_runs_its_controllers_in_every_cluster_of_a_fleet() {
 fn a_multicluster_project_builds_and_reconciles_in_its_fleet() {
     let dir = multicluster_project();
     let d = dir.path();
-    let target = projects_target_dir();
-    let cargo = |args: &[&str]| {
-        let output = locked(&target, "cargo")
-            .args(args)
-            .current_dir(d)
-            .env("CARGO_TARGET_DIR", &target)
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "`cargo {}` failed:\n{}{}",
-            args.join(" "),
-            String::from_utf8_lossy(&output.stdout),
-            stderr(&output)
-        );
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    };
+    let cargo = |args: &[&str]| cargo(d, args);
     cargo(&["fmt", "--check"]);
     cargo(&["clippy", "--all-targets", "--", "-D", "warnings"]);
     let tested = cargo(&["test", "--test", "controllers"]);
@@ -1505,23 +1489,7 @@ fn absent_fields_stay_absent() {
 "#,
     )
     .unwrap();
-    let target = projects_target_dir();
-    let cargo = |args: &[&str]| {
-        let output = locked(&target, "cargo")
-            .args(args)
-            .current_dir(d)
-            .env("CARGO_TARGET_DIR", &target)
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "`cargo {}` failed:\n{}{}",
-            args.join(" "),
-            String::from_utf8_lossy(&output.stdout),
-            stderr(&output)
-        );
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    };
+    let cargo = |args: &[&str]| cargo(d, args);
     let tested = cargo(&["test", "--test", "round_trip"]);
     assert!(tested.contains("test result: ok. 2 passed"), "{tested}");
     cargo(&["fmt", "--check"]);

@@ -12,7 +12,7 @@ use std::time::Instant;
 use serde::Deserialize as _;
 
 mod common;
-use common::{locked, projects_target_dir};
+use common::with_shared_build_dir;
 
 const SCRIPTS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -59,14 +59,13 @@ fn run(script: &str, root: &Path) -> PathBuf {
     ))
     .unwrap();
     let started = Instant::now();
-    // The whole script holds the lock: its `make` targets build and run the project's binaries.
-    let output = locked(&projects_target_dir(), "bash")
+    // Its `make` targets build and run the project's binaries.
+    let output = with_shared_build_dir("bash")
         .arg(Path::new(SCRIPTS).join(script))
         .current_dir(&dir)
         .env("PATH", path)
         .env("NO_COLOR", "1")
         .env("GOMODCACHE", go_module_cache(root))
-        .env("CARGO_TARGET_DIR", projects_target_dir())
         .env("KUBECTL", kubectl())
         // A copy of the lock before `make manifests` builds (the scripts' `init` writes none).
         .env("BASH_ENV", write_lock_hook(root, &lock))

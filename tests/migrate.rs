@@ -16,7 +16,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 mod common;
-use common::{locked, projects_target_dir};
+use common::with_shared_build_dir;
 
 /// A known difference between a CRD controller-gen wrote and the one kube's derive writes from the
 /// generated types.
@@ -352,7 +352,6 @@ fn cases() -> Vec<Case> {
 
 #[test]
 fn generated_projects_write_the_crds_they_came_from() {
-    let target = projects_target_dir();
     let mut failures = Vec::new();
     for case in cases() {
         let dir = tempfile::tempdir().unwrap();
@@ -365,12 +364,11 @@ fn generated_projects_write_the_crds_they_came_from() {
         }
         let output = dir.path().join("output");
         let started = Instant::now();
-        let generated = locked(&target, env!("CARGO_BIN_EXE_rustbuilder"))
+        let generated = with_shared_build_dir(env!("CARGO_BIN_EXE_rustbuilder"))
             .args(["alpha", "generate", "--input-dir"])
             .arg(&input)
             .arg("--output-dir")
             .arg(&output)
-            .env("CARGO_TARGET_DIR", &target)
             .output()
             .unwrap();
         assert!(

@@ -15,13 +15,37 @@ pub fn projects_target_dir() -> PathBuf {
         .expect("PROJECTS_TARGET_DIR or HOME")
 }
 
-/// A command for a project built in the shared `PROJECTS_TARGET_DIR`, run holding that directory's
-/// lock (`flock`): the projects there name their binaries alike (`crdgen`), so one project's build
-/// would replace the binary another's `cargo run` is about to start. Every test binary that builds
-/// projects there (cli, migrate, kubebuilder_scripts) takes this lock.
-pub fn locked(target: &Path, program: impl AsRef<std::ffi::OsStr>) -> Command {
-    std::fs::create_dir_all(target).unwrap();
-    let mut command = Command::new("flock");
-    command.arg(target.join(".projects.lock")).arg(program);
+/// A command that builds a generated project with the other projects' build cache: cargo's build dir
+/// is `PROJECTS_TARGET_DIR`, shared, so the dependencies and the vendored runtime compile once for all
+/// of them, while the binaries land in the project's own `target/` (no project's `cargo run` starts a
+/// `crdgen` another project just built), and builds need no lock of ours.
+///
+/// Cargo tells a path package's builds apart by its name, version and place in its workspace, and
+/// reuses one when the sources are older than the build: two projects built at the same time must not
+/// share a package name (`--project-name`), or one could run with the other's compiled code.
+pub fn with_shared_build_dir(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut command = Command::new(program);
     command
+        .env("CARGO_BUILD_BUILD_DIR", projects_target_dir())
+        .env_remove("CARGO_TARGET_DIR");
+    command
+}
+
+/// Runs `cargo ARGS` in the project `dir` (see [`with_shared_build_dir`]) and returns its output;
+/// panics with both streams when it fails.
+#[allow(dead_code)] // not every test binary builds projects with cargo itself
+pub fn cargo(dir: &Path, args: &[&str]) -> String {
+    let output = with_shared_build_dir("cargo")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "`cargo {}` failed:\n{}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
 }
