@@ -29,12 +29,14 @@ RUSTBUILDER := $(CARGO_TARGET_DIR)/debug/rustbuilder
 # Each step of `make test` ends with a line saying how long it took, so CI's log shows where the time goes:
 # a step's recipe starts with $(step-start) and ends with $(step-end). The steps' times and the test
 # binaries' (hack/test-binaries.py, the golden projects) are logged too, and `make test` ends with the
-# slowest of each, so a regression shows the day it lands.
+# slowest of each, so a regression shows the day it lands. Beside its time, a step says how much CPU time
+# the machine spent meanwhile (all processes: run nothing else beside `make test` to read it as the step's).
 STEP_TIMES := bin/step-times
 export TEST_TIMES_LOG := $(CURDIR)/$(STEP_TIMES)/binaries.log
-step-start = @mkdir -p $(STEP_TIMES) && date +%s > $(STEP_TIMES)/$@
-step-end = @took=$$(( $$(date +%s) - $$(cat $(STEP_TIMES)/$@) )); \
-  echo "==> $@: $${took}s (ended $$(date -u +%T) UTC)"; echo "$$took $@" >> $(STEP_TIMES)/steps.log
+busy-seconds = $$(awk -v hz=$$(getconf CLK_TCK) '/^cpu / { print int(($$2 + $$3 + $$4 + $$7 + $$8 + $$9) / hz) }' /proc/stat)
+step-start = @mkdir -p $(STEP_TIMES) && echo "$$(date +%s) $(busy-seconds)" > $(STEP_TIMES)/$@
+step-end = @read started busy < $(STEP_TIMES)/$@; took=$$(( $$(date +%s) - started )); cpu=$$(( $(busy-seconds) - busy )); \
+  echo "==> $@: $${took}s, CPU $${cpu}s (ended $$(date -u +%T) UTC)"; echo "$$took $@ (CPU $${cpu}s)" >> $(STEP_TIMES)/steps.log
 ENVTEST_K8S_VERSION ?= 1.36.3
 TESTDATA := testdata/project-basic testdata/project testdata/project-multigroup testdata/project-webhooks testdata/project-cronjob
 
@@ -72,7 +74,8 @@ lint: ## Check formatting, clippy and rustdoc for the CLI and the runtime crates
 # package in the shared build dir: see PROJECTS_TARGET_DIR.
 .PHONY: test
 test: test-start prune-cache build lint test-cli test-package test-runtime verify-testdata test-testdata test-helm oci-image test-docs test-drills ## Run every test: CLI, runtime crates, their packages, golden projects, their own tests on a real control plane, the Helm chart, fault drills.
-	@echo "==> make test: $$(( $$(date +%s) - $$(cat $(STEP_TIMES)/test-start) ))s in all"
+	@read started busy < $(STEP_TIMES)/test-start; \
+	  echo "==> make test: $$(( $$(date +%s) - started ))s in all, CPU $$(( $(busy-seconds) - busy ))s"
 	@echo "==> the slowest steps (seconds):"; { cat $(STEP_TIMES)/steps.log 2>/dev/null || true; } | sort -rn | awk 'NR <= 5 { print "      " $$0 }'
 	@echo "==> the slowest test binaries (seconds):"; { cat $(TEST_TIMES_LOG) 2>/dev/null || true; } | sort -rn | awk 'NR <= 5 { print "      " $$0 }'
 

@@ -122,7 +122,7 @@ class Shell:
         self.background = []
         self.count = 0
 
-    def run(self, code, timeout=1800):
+    def run(self, code, timeout=1800, logged=True):
         self.count += 1
         sentinel = f"__doc_test_{self.count}__"
         self.proc.stdin.write(f"set -eo pipefail\n{code}\necho \"{sentinel} $?\"\n")
@@ -135,13 +135,18 @@ class Shell:
             if line.startswith(sentinel):
                 return int(line.split()[1]), "".join(output)
             output.append(line)
-            self.log.append("    " + line)
+            if logged:
+                self.log.append("    " + line)
             if time.time() > deadline:
                 return 1, "".join(output) + "\n(timed out)"
 
+    def cwd(self):
+        """The shell's current directory."""
+        return self.run("pwd", logged=False)[1].strip()
+
     def start_background(self, code, until, workdir, env):
         log = open(os.path.join(workdir, f"background-{len(self.background)}.log"), "w")
-        cwd = self.run("pwd")[1].strip()
+        cwd = self.cwd()
         proc = subprocess.Popen(["bash", "-c", code], cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
         self.background.append(proc)
@@ -285,16 +290,20 @@ def run_blocks(path, shell, workdir, env):
             if status != 0:
                 failures.append(f"{path}:{line}: exited with {status}:\n{last_output[-3000:]}")
                 break
+            # A project the block made keeps the runtime cargo built for the others (see the script).
+            here = shell.cwd()
+            if os.path.isdir(os.path.join(here, "rustbuilder", "runtime")):
+                subprocess.run([os.path.join(ROOT, "hack", "vendored-runtime-times.sh"), here], check=True)
         elif kind == "write":
             dest, source = WRITE.match(argument).groups()
-            target = os.path.join(shell.run("pwd")[1].strip(), dest)
+            target = os.path.join(shell.cwd(), dest)
             shell.log.append(f"{path}:{line}: write {dest} (from {source})\n")
             os.makedirs(os.path.dirname(target), exist_ok=True)
             shutil.copyfile(os.path.join(ROOT, source), target)
         elif kind == "same-as":
             golden, *rest = argument.split()
             ignored = rest[1:] if rest[:1] == ["except"] else rest
-            found = differences(shell.run("pwd")[1].strip(), golden, ignored)
+            found = differences(shell.cwd(), golden, ignored)
             shell.log.append(f"{path}:{line}: the project is {golden}" + (f", but: {found}" if found else "") + "\n")
             if found:
                 failures.append(f"{path}:{line}: the project differs from {golden}:\n" + "\n".join(found))

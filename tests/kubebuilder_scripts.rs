@@ -81,12 +81,15 @@ fn run(script: &str, root: &Path) -> PathBuf {
     dir
 }
 
-/// A `BASH_ENV` file that wraps `make`: the first `make` of a script copies `lock` into the project.
+/// A `BASH_ENV` file that wraps `make`: the first `make` of a script copies `lock` into the project,
+/// and each gives the project's vendored runtime its sources' times first (see
+/// `common::vendored_runtime_times`).
 fn write_lock_hook(root: &Path, lock: &Path) -> PathBuf {
     let hook = root.join("lock-hook.sh");
     let text = format!(
-        "make() {{ [ -f Cargo.lock ] || cp {} Cargo.lock; command make \"$@\"; }}\n",
-        lock.display()
+        "make() {{ [ -f Cargo.lock ] || cp {} Cargo.lock; {}/hack/vendored-runtime-times.sh .; command make \"$@\"; }}\n",
+        lock.display(),
+        env!("CARGO_MANIFEST_DIR"),
     );
     std::fs::write(&hook, text).unwrap();
     hook

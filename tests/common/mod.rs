@@ -31,10 +31,23 @@ pub fn with_shared_build_dir(program: impl AsRef<std::ffi::OsStr>) -> Command {
     command
 }
 
-/// Runs `cargo ARGS` in the project `dir` (see [`with_shared_build_dir`]) and returns its output;
-/// panics with both streams when it fails.
+/// Gives the unchanged files of the project's vendored runtime their sources' times
+/// (`hack/vendored-runtime-times.sh`), so that cargo reuses the runtime it built for an earlier project.
+#[allow(dead_code)] // the Kubebuilder scripts call the script from their shell
+pub fn vendored_runtime_times(project: &Path) {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/hack/vendored-runtime-times.sh"
+    );
+    let status = Command::new(script).arg(project).status().unwrap();
+    assert!(status.success(), "{script} {} failed", project.display());
+}
+
+/// Runs `cargo ARGS` in the project `dir` (see [`with_shared_build_dir`], [`vendored_runtime_times`])
+/// and returns its output; panics with both streams when it fails.
 #[allow(dead_code)] // not every test binary builds projects with cargo itself
 pub fn cargo(dir: &Path, args: &[&str]) -> String {
+    vendored_runtime_times(dir);
     let output = with_shared_build_dir("cargo")
         .args(args)
         .current_dir(dir)
