@@ -286,7 +286,9 @@ def run_blocks(path, shell, workdir, env):
                 break
         elif kind == "run":
             shell.log.append(f"{path}:{line}: $ {code.strip()}\n")
+            started = time.time()
             status, last_output = shell.run(code)
+            shell.log.append(f"    ({time.time() - started:.0f}s)\n")
             if status != 0:
                 failures.append(f"{path}:{line}: exited with {status}:\n{last_output[-3000:]}")
                 break
