@@ -1360,6 +1360,10 @@ async fn sharded_owned_caches_place_children_made_by_hand_with_their_owner() {
         cached(&owned[0]),
         cached(&owned[1]),
     );
+    // A name of the other replica's part is not free: `find` asks the API server for it.
+    let theirs = cached(&owned[1]).pop_first().unwrap();
+    let found = owned[0].find("default", &theirs).await.unwrap();
+    assert_eq!(found.map(|c| c.name_any()), Some(theirs));
 
     for manager in replicas {
         manager.shutdown();
