@@ -81,6 +81,14 @@ WORKERS_CONST = "const MAX_CONCURRENT_RECONCILES: u16 = 16;"
 # feature gate on (BENCH_SHARD_GATE=0: off, and each replica filters on the client); other operators' clusters
 # are started as before.
 SHARDED = {"rust-3": 3}
+# "rust-labelled" is the same generated project with its Deployment cache made by `manager.owned_labelled`:
+# only the Deployments labelled as the operator's, selected by the API server, instead of every Deployment.
+OWNED_CACHE = "manager.owned::<Deployment>()"
+# BENCH_FOREIGN=N: N Deployments that no operator owns (0 replicas, in a namespace of their own) exist before
+# the operator starts, as the other workloads of a shared cluster would: what the default cache holds and
+# the labelled one does not.
+FOREIGN = int(os.environ.get("BENCH_FOREIGN", "0"))
+FOREIGN_NS = "bench-foreign"
 SHARD_GATE = "ShardedListAndWatch"
 SHARD_GATE_ON = os.environ.get("BENCH_SHARD_GATE", "1") != "0"
 WRITE_VERBS = {"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"}  # as apiserver_request_total names them
@@ -217,8 +225,9 @@ GO_CONTROLLER_IMPORT_AFTER = '\tctrl "sigs.k8s.io/controller-runtime"\n'
 GO_CONTROLLER_IMPORT = '\t"sigs.k8s.io/controller-runtime/pkg/controller"\n'
 
 
-def prepare_rust(one_worker=True):
-    """The generated Rust project, built with the `dist` profile; `one_worker`: also "rust-1"."""
+def prepare_rust(one_worker=True, labelled=False):
+    """The generated Rust project, built with the `dist` profile; `one_worker`: also "rust-1"; `labelled`: also
+    "rust-labelled"."""
     if RUST_DIR.exists():
         shutil.rmtree(RUST_DIR)
     RUST_DIR.mkdir(parents=True)
@@ -235,19 +244,23 @@ def prepare_rust(one_worker=True):
     RUST_BIN.mkdir(parents=True, exist_ok=True)
     shutil.copy(rust_manager_built(), RUST_BIN / "manager")
     shutil.copy(PROJECTS_TARGET / "debug/examples/envtest", RUST_BIN / "envtest")
-    if not one_worker:
-        # Not asked for: no binary of an older build is left to be run as "rust-1".
-        (RUST_BIN / "manager-1-worker").unlink(missing_ok=True)
-        return
-    log("cargo build --profile dist (Rust operator, 1 worker)")
+    # Each variant is the generated controller with one line changed; one not asked for leaves no binary of
+    # an older build to be run under its name.
+    variants = (("manager-1-worker", one_worker, WORKERS_CONST, WORKERS_CONST.replace("= 16", "= 1")),
+                ("manager-labelled", labelled, OWNED_CACHE, OWNED_CACHE.replace("owned::", "owned_labelled::")))
     controller = RUST_DIR / "src/controller/memcached.rs"
     generated = controller.read_text()
-    if WORKERS_CONST not in generated:
-        die(f"{controller} no longer has `{WORKERS_CONST}`: update WORKERS_CONST in bench.py")
-    controller.write_text(generated.replace(WORKERS_CONST, WORKERS_CONST.replace("= 16", "= 1")))
-    sh(["cargo", "build", "--profile", "dist", "--bins"], cwd=RUST_DIR, env=env)
-    controller.write_text(generated)
-    shutil.copy(rust_manager_built(), RUST_BIN / "manager-1-worker")
+    for binary, wanted, line, changed in variants:
+        if not wanted:
+            (RUST_BIN / binary).unlink(missing_ok=True)
+            continue
+        if line not in generated:
+            die(f"{controller} no longer has `{line}`: update bench.py")
+        log(f"cargo build --profile dist (Rust operator: {changed})")
+        controller.write_text(generated.replace(line, changed))
+        sh(["cargo", "build", "--profile", "dist", "--bins"], cwd=RUST_DIR, env=env)
+        controller.write_text(generated)
+        shutil.copy(rust_manager_built(), RUST_BIN / binary)
 
 
 def operators():
@@ -256,7 +269,7 @@ def operators():
 
 
 def rust_manager(operator="rust"):
-    return RUST_BIN / ("manager-1-worker" if operator == "rust-1" else "manager")
+    return RUST_BIN / {"rust-1": "manager-1-worker", "rust-labelled": "manager-labelled"}.get(operator, "manager")
 
 
 def rust_manager_built():
@@ -276,7 +289,7 @@ def cmd_prepare():
     assets()
     if go:
         prepare_go()
-    prepare_rust(one_worker="rust-1" in ops)
+    prepare_rust(one_worker="rust-1" in ops, labelled="rust-labelled" in ops)
     log("prepared")
 
 
@@ -1028,6 +1041,23 @@ class State:
                 self.cv.wait(min(left, 5))
 
 
+def create_foreign(kube, n):
+    """`n` Deployments of nobody's (0 replicas: no Pods) in FOREIGN_NS."""
+    log(f"creating {n} foreign Deployments in {FOREIGN_NS}")
+    kube.json("POST", "/api/v1/namespaces", {"metadata": {"name": FOREIGN_NS}})
+
+    def create(i):
+        labels = {"app": f"foreign-{i:05d}"}
+        kube.json("POST", f"/apis/apps/v1/namespaces/{FOREIGN_NS}/deployments", {
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": f"foreign-{i:05d}", "labels": labels},
+            "spec": {"replicas": 0, "selector": {"matchLabels": labels}, "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "app", "image": IMAGE}]}}}})
+
+    parallel(create, range(n))
+
+
 def parallel(fn, items, workers=16):
     with ThreadPoolExecutor(workers) as ex:
         return list(ex.map(fn, items))
@@ -1095,6 +1125,8 @@ def trial(operator, n, idle, profile, timeout=900):
         procs = []
         stop = threading.Event()
         try:
+            if FOREIGN:
+                create_foreign(kube, FOREIGN)
             state = State(n)
             baseline = None
             if operator == "baseline":
@@ -1118,6 +1150,8 @@ def trial(operator, n, idle, profile, timeout=900):
             out = {"operator": operator, "n": n, "size": [1, 2], "cluster": profile, "phases": {}}
             if gates:
                 out["feature_gates"] = list(gates)
+            if FOREIGN:
+                out["foreign_deployments"] = FOREIGN
             if operator in SHARDED:
                 out["shard_filtering"] = shard_filtering(procs, tmp, operator)
 
@@ -1268,6 +1302,7 @@ def cmd_run():
     ops = operators()
     # What the chosen operators need (the plain client needs only the local cluster).
     binaries = {"rust": rust_manager("rust"), "rust-1": rust_manager("rust-1"), "rust-3": rust_manager("rust"),
+                "rust-labelled": rust_manager("rust-labelled"),
                 "go": GO_CACHE / "manager", "go-16": GO_CACHE / "manager-16-workers"}
     needed = [RUSTBUILDER, RUST_BIN / "envtest"] + [binaries[op] for op in ops if op in binaries]
     if not all(p.exists() for p in needed):
@@ -1323,6 +1358,7 @@ def fmt_range(xs, f="{:.1f}"):
 
 # Rows of the report, in order.
 OPERATORS = {"rust": "rust (16 workers: default)", "rust-1": "rust, 1 worker",
+             "rust-labelled": "rust, labelled Deployment cache",
              "rust-3": "rust, 3 sharded replicas (RSS, CPU: their sum)", "go": "go (1 worker: default)",
              "go-16": "go, 16 workers", "baseline": "plain client"}
 
@@ -1466,7 +1502,8 @@ def cmd_report():
         ops = [op for op in OPERATORS if by.get((cluster, nmax, op))]
         keys = sorted({k for op in ops for p in by[(cluster, nmax, op)][0]["phases"].values()
                        for k, v in requests_of(p, op).items() if v})
-        label = {"rust": "Rust", "rust-1": "Rust 1w", "rust-3": "Rust ×3", "go": "Go", "go-16": "Go 16w",
+        label = {"rust": "Rust", "rust-1": "Rust 1w", "rust-3": "Rust ×3", "rust-labelled": "Rust lab.",
+                 "go": "Go", "go-16": "Go 16w",
                  "baseline": "plain"}
         lines.append("| verb resource | " + " | ".join(f"{label[op]} {ph}" for op in ops
                                                        for ph in ("create", "scale", "idle")) + " |")

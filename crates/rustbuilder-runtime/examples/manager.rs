@@ -83,8 +83,10 @@ async fn main() -> Result<(), rustbuilder_runtime::manager::Error> {
 
 /// Runs the echo controller until shutdown.
 async fn run(manager: Manager, delay: Duration) {
-    // The copies this manager made, cached; a change to one reconciles its source.
-    let copies = manager.owned::<ConfigMap>().with_other_names();
+    // The copies this manager made, cached; a change to one reconciles its source. A cluster holds
+    // many ConfigMaps that are not ours, and every copy carries our label: the labelled cache keeps
+    // only the copies (and the names of the others, so that a free name costs no API call).
+    let copies = manager.owned_labelled::<ConfigMap>().with_other_names();
     let ctx = Arc::new(Context {
         client: manager.client(),
         events: manager.events(),

@@ -31,8 +31,8 @@
 //! A controller is built with [`Manager::controller`] ([`controller::Builder`]): it gets per-object
 //! error backoff (or a policy of its own), reconcile and work-queue metrics, readiness and graceful
 //! shutdown without code of its own. The reconcile function reads shared [`cache`]s (one watch per
-//! kind and selector: get, list, by label, children of an owner; [`owned`] for the objects the
-//! manager creates), writes with [`apply`] (server-side apply that skips no-op writes), reports
+//! kind and selector: get, list, by label, children of an owner; [`owned`] for the objects its
+//! controllers own), writes with [`apply`] (server-side apply that skips no-op writes), reports
 //! with [`conditions`] and [`events`], and uses the helpers of [`clock`] (requeue at a time, a clock
 //! tests move), [`children`] (deleting what is no longer wanted) and [`finalizer`]. [`webhook`]
 //! serves defaulting, validating and conversion webhooks. [`shard`] shares one kind's objects among
@@ -50,7 +50,7 @@
 //! fleet        clusters that come and go: a bare manager per engaged cluster, under the process's
 //! manager      wires it all: flags, client, endpoints, leader election, signals
 //!   ├── controller   reconciles one kind from caches, gated by completeness and the shard
-//!   ├── owned        the manager's own objects: a cache, plus the names of the others
+//!   ├── owned        the kinds the controllers own: every object, or only the labelled ones
 //!   └── webhook      admission and conversion
 //! cache        one watch per kind and selector, shared; told its host (field manager, stop, readiness)
 //! shard        membership, handover, the fence, sharded watches

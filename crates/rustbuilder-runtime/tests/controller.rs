@@ -5,12 +5,13 @@
 
 mod support;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
@@ -29,6 +30,7 @@ use rustbuilder_runtime::children;
 use rustbuilder_runtime::controller::OnError;
 use rustbuilder_runtime::events::Events;
 use rustbuilder_runtime::owned::{self, MANAGED_BY_LABEL, Owned};
+use rustbuilder_runtime::shard;
 use rustbuilder_runtime::{Manager, conditions};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -150,7 +152,7 @@ async fn reconcile(widget: Arc<Widget>, ctx: Arc<Context>) -> Result<Action, Err
 
 async fn start(env: &TestEnv) -> (Manager, Arc<Context>, tokio::task::JoinHandle<()>) {
     let manager = Manager::new(MANAGER, env.client());
-    let configmaps = manager.owned::<ConfigMap>().with_other_names();
+    let configmaps = manager.owned_labelled::<ConfigMap>().with_other_names();
     let ctx = Context::new(&manager, env.client(), &configmaps);
     let controller = manager
         .controller(Api::<Widget>::all(env.client()), "widget")
@@ -771,12 +773,17 @@ async fn caches_are_shared_one_watch_per_kind_and_selector() {
     // The API server's own watches (its token authenticator's, say) come first.
     let before = watches(&client, "secrets").await;
     let manager = Manager::new(MANAGER, client.clone());
-    let owned = [manager.owned::<Secret>(), manager.owned::<Secret>()];
+    let owned = [
+        manager.owned_labelled::<Secret>(),
+        manager.owned_labelled::<Secret>(),
+    ];
     let ours = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGER}"));
     let same = manager.cache_with(Api::<Secret>::all(client.clone()), ours);
     let all = [manager.cache::<Secret>(), manager.cache::<Secret>()];
     assert!(owned[0].same_as(&owned[1]) && owned[1].same_as(&same));
     assert!(all[0].same_as(&all[1]) && !all[0].same_as(&same));
+    // The default owned cache holds every Secret: the same cache as `cache`.
+    assert!(manager.owned::<Secret>().same_as(&all[0]));
     // A controller of Secrets joins the cache of all of them.
     manager
         .controllers()
@@ -862,6 +869,161 @@ async fn caches_are_shared_one_watch_per_kind_and_selector() {
 
     manager.shutdown();
     running.await.unwrap().unwrap();
+}
+
+/// A Deployment made by hand for `owner`: its controller reference, and none of our labels.
+fn deployment_by_hand(name: &str, owner: &Widget) -> Deployment {
+    let app = serde_json::json!({ "app": name });
+    let mut deployment: Deployment = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": name, "namespace": "default", "labels": app },
+        "spec": {
+            "selector": { "matchLabels": app },
+            "template": {
+                "metadata": { "labels": app },
+                "spec": { "containers": [{ "name": "web", "image": "nginx:1.27" }] },
+            },
+        },
+    }))
+    .unwrap();
+    deployment.metadata.owner_references = owner.controller_owner_ref(&()).map(|o| vec![o]);
+    deployment
+}
+
+/// What the Deployment test's controller saw: for each reconcile, the `v` annotation of each child
+/// Deployment the cache gave it.
+#[derive(Default)]
+struct SeenChildren(Mutex<Vec<BTreeMap<String, String>>>);
+
+impl SeenChildren {
+    fn saw(&self, name: &str, version: &str) -> bool {
+        let seen = self.0.lock().unwrap();
+        seen.iter()
+            .any(|children| children.get(name).map(String::as_str) == Some(version))
+    }
+}
+
+/// Runs a Widget controller that owns `deployments` and notes the children each reconcile finds.
+fn run_noting_children(
+    manager: &Manager,
+    deployments: &Owned<Deployment>,
+) -> (Arc<SeenChildren>, tokio::task::JoinHandle<()>) {
+    let seen = Arc::new(SeenChildren::default());
+    let ctx = (deployments.clone(), seen.clone());
+    let note = async |widget: Arc<Widget>, ctx: Arc<(Owned<Deployment>, Arc<SeenChildren>)>| {
+        let children = ctx.0.children_of(&*widget).into_iter().map(|d| {
+            let version = d.annotations().get("v").cloned().unwrap_or_default();
+            (d.name_any(), version)
+        });
+        let (_, seen) = ctx.as_ref();
+        seen.0.lock().unwrap().push(children.collect());
+        Ok::<_, kube::Error>(Action::await_change())
+    };
+    let controllers = manager.controllers();
+    controllers.add(
+        manager
+            .controller(manager.api::<Widget>(), "widget")
+            .owns(deployments)
+            .run(note, Arc::new(ctx)),
+    );
+    let running = tokio::spawn(async move { controllers.run().await.unwrap() });
+    (seen, running)
+}
+
+/// A Deployment someone made by hand for a Widget, with a controller reference to it but without
+/// the manager's label, is one of its children all the same, as `Owns` sees it in
+/// controller-runtime: in `children_of`, and its changes reconcile the Widget.
+#[tokio::test]
+async fn owned_caches_find_children_made_by_hand() {
+    let env = TestEnv::builder().crd(Widget::crd()).start().await;
+    let client = env.client();
+    let manager = Manager::new(MANAGER, client.clone());
+    let deployments = manager.owned::<Deployment>();
+    let (seen, running) = run_noting_children(&manager, &deployments);
+    let widgets: Api<Widget> = Api::namespaced(client.clone(), "default");
+    let w = widgets
+        .create(&PostParams::default(), &widget("w", 1, 0))
+        .await
+        .unwrap();
+
+    let api: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let by_hand = deployment_by_hand("by-hand", &w);
+    api.create(&PostParams::default(), &by_hand).await.unwrap();
+    let found = async || {
+        let children = deployments.children_of(&w);
+        children.iter().map(|d| d.name_any()).collect::<Vec<_>>() == ["by-hand"]
+    };
+    assert!(
+        eventually(Duration::from_secs(10), found).await,
+        "the Deployment made by hand is not a child: {:?}",
+        deployments.list()
+    );
+    // Its change reconciles the Widget, which reads the change from the cache.
+    let v2 = Patch::Merge(serde_json::json!({ "metadata": { "annotations": { "v": "2" } } }));
+    api.patch("by-hand", &PatchParams::default(), &v2)
+        .await
+        .unwrap();
+    let reconciled = async || seen.saw("by-hand", "2");
+    assert!(
+        eventually(Duration::from_secs(10), reconciled).await,
+        "no reconcile of the Widget saw the change of its Deployment"
+    );
+    // Someone else's name is known from the cache: no GET.
+    let gets = requests(&client, "GET", "deployments").await;
+    let found = deployments.find("default", "by-hand").await.unwrap();
+    assert!(found.is_some());
+    assert!(deployments.find("default", "free").await.unwrap().is_none());
+    assert_eq!(requests(&client, "GET", "deployments").await, gets);
+
+    manager.shutdown();
+    running.await.unwrap();
+}
+
+/// The labelled cache's trade-off: the API server sends only the objects with the manager's label,
+/// so a child made by hand without it is not among its owner's children and its changes reconcile
+/// nothing; only `find` sees it, with a GET.
+#[tokio::test]
+async fn labelled_owned_caches_miss_children_made_by_hand() {
+    let env = TestEnv::builder().crd(Widget::crd()).start().await;
+    let client = env.client();
+    let manager = Manager::new(MANAGER, client.clone());
+    let deployments = manager.owned_labelled::<Deployment>();
+    let (seen, running) = run_noting_children(&manager, &deployments);
+    let widgets: Api<Widget> = Api::namespaced(client.clone(), "default");
+    let w = widgets
+        .create(&PostParams::default(), &widget("w", 1, 0))
+        .await
+        .unwrap();
+
+    let api: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let pp = PostParams::default();
+    api.create(&pp, &deployment_by_hand("by-hand", &w))
+        .await
+        .unwrap();
+    let mut labelled = deployment_by_hand("labelled", &w);
+    let labels = labelled.metadata.labels.get_or_insert_default();
+    labels.insert(MANAGED_BY_LABEL.into(), MANAGER.into());
+    api.create(&pp, &labelled).await.unwrap();
+    // Changed in this order: were the first in the cache, its change would come first.
+    let v2 = Patch::Merge(serde_json::json!({ "metadata": { "annotations": { "v": "2" } } }));
+    for name in ["by-hand", "labelled"] {
+        api.patch(name, &PatchParams::default(), &v2).await.unwrap();
+    }
+    let reconciled = async || seen.saw("labelled", "2");
+    assert!(
+        eventually(Duration::from_secs(10), reconciled).await,
+        "no reconcile saw the change of the labelled Deployment"
+    );
+    let children = deployments.children_of(&w);
+    let names: Vec<String> = children.iter().map(|d| d.name_any()).collect();
+    assert_eq!(names, ["labelled"]);
+    assert!(!seen.saw("by-hand", "2") && !seen.saw("by-hand", ""));
+    let gets = requests(&client, "GET", "deployments").await;
+    let found = deployments.find("default", "by-hand").await.unwrap();
+    assert!(found.is_some());
+    assert_eq!(requests(&client, "GET", "deployments").await, gets + 1);
+
+    manager.shutdown();
+    running.await.unwrap();
 }
 
 /// What the backlog test's controller saw: each reconcile's object and its `v`, in order.
@@ -1115,40 +1277,107 @@ fn widget_queue_depth(manager: &Manager) -> Option<f64> {
     line.rsplit(' ').next()?.parse().ok()
 }
 
+/// A manager started with `--sharding` (short Lease timings) on `env`'s API server, as a replica
+/// in a process of its own would be.
+async fn sharded_manager(env: &TestEnv) -> Manager {
+    let kubeconfig = env.kubeconfig().display().to_string();
+    let args = [
+        "manager",
+        "--kubeconfig",
+        &kubeconfig,
+        "--health-probe-bind-address=0",
+        "--metrics-bind-address=0",
+        "--sharding",
+        "--leader-election-namespace=default",
+    ];
+    #[derive(clap::Parser)]
+    struct Args {
+        #[command(flatten)]
+        manager: rustbuilder_runtime::manager::ManagerArgs,
+    }
+    let args = <Args as clap::Parser>::try_parse_from(args).unwrap();
+    let timing = rustbuilder_runtime::manager::leader::Timing {
+        lease_duration: Duration::from_secs(3),
+        renew_deadline: Duration::from_secs(2),
+        retry_period: Duration::from_millis(500),
+    };
+    Manager::builder(MANAGER)
+        .external_tracing()
+        .lease_timing(timing)
+        .start(args.manager)
+        .await
+        .unwrap()
+}
+
+/// Sharded, the default owned cache of a replica holds the children of the objects in its part,
+/// placed by their controller reference, labelled or not: a ConfigMap made by hand for a Widget is
+/// in the cache of the replica that holds the Widget, and only there.
+#[tokio::test]
+async fn sharded_owned_caches_place_children_made_by_hand_with_their_owner() {
+    let env = TestEnv::builder().crd(Widget::crd()).start().await;
+    let widgets: Api<Widget> = Api::namespaced(env.client(), "default");
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    let pp = PostParams::default();
+    let mut owners = Vec::new();
+    for i in 0..16 {
+        let owner = widget(&format!("w{i}"), 1, 0);
+        let owner = widgets.create(&pp, &owner).await.unwrap();
+        let mut child = ConfigMap::default();
+        child.metadata.name = Some(format!("by-hand-{i}"));
+        child.metadata.owner_references = owner.controller_owner_ref(&()).map(|o| vec![o]);
+        configmaps.create(&pp, &child).await.unwrap();
+        owners.push(owner);
+    }
+    let replicas = [sharded_manager(&env).await, sharded_manager(&env).await];
+    let owned = replicas.each_ref().map(|r| r.owned::<ConfigMap>());
+
+    // The children of the Widgets whose hash `manager` holds, and those its cache holds.
+    let expected = |manager: &Manager| -> BTreeSet<String> {
+        let held = manager.shard().unwrap().state().borrow().held.clone();
+        let ours = owners.iter().enumerate().filter(|(_, owner)| {
+            held.contains(shard::hash(owner.metadata.uid.as_deref().unwrap()))
+        });
+        ours.map(|(i, _)| format!("by-hand-{i}")).collect()
+    };
+    let cached = |owned: &Owned<ConfigMap>| -> BTreeSet<String> {
+        let children = owned.list().into_iter().map(|c| c.name_any());
+        children
+            .filter(|name| name.starts_with("by-hand-"))
+            .collect()
+    };
+    let split = async || {
+        let parts = replicas.each_ref().map(expected);
+        let full = parts[0].len() + parts[1].len() == owners.len();
+        full && !parts[0].is_empty()
+            && !parts[1].is_empty()
+            && (0..2).all(|r| owned[r].is_synced() && cached(&owned[r]) == parts[r])
+    };
+    assert!(
+        eventually(Duration::from_secs(30), split).await,
+        "children not placed with their owners: held {:?} and {:?}, cached {:?} and {:?}",
+        expected(&replicas[0]),
+        expected(&replicas[1]),
+        cached(&owned[0]),
+        cached(&owned[1]),
+    );
+    // A name of the other replica's part is not free: `find` asks the API server for it.
+    let theirs = cached(&owned[1]).pop_first().unwrap();
+    let found = owned[0].find("default", &theirs).await.unwrap();
+    assert_eq!(found.map(|c| c.name_any()), Some(theirs));
+
+    for manager in replicas {
+        manager.shutdown();
+    }
+}
+
 /// Sharded (`--sharding`), a replica skips the queued objects it hands over to a replica that
 /// joins, and forgets them: both queues drain to 0 once the objects are worked, instead of keeping
 /// one entry per object handed over.
 #[tokio::test]
 async fn objects_handed_over_leave_the_queue_of_the_replica_that_gave_them_up() {
     let env = TestEnv::builder().crd(Widget::crd()).start().await;
-    let kubeconfig = env.kubeconfig().display().to_string();
     let replica = async || {
-        let args = [
-            "manager",
-            "--kubeconfig",
-            &kubeconfig,
-            "--health-probe-bind-address=0",
-            "--metrics-bind-address=0",
-            "--sharding",
-            "--leader-election-namespace=default",
-        ];
-        #[derive(clap::Parser)]
-        struct Args {
-            #[command(flatten)]
-            manager: rustbuilder_runtime::manager::ManagerArgs,
-        }
-        let args = <Args as clap::Parser>::try_parse_from(args).unwrap();
-        let timing = rustbuilder_runtime::manager::leader::Timing {
-            lease_duration: Duration::from_secs(3),
-            renew_deadline: Duration::from_secs(2),
-            retry_period: Duration::from_millis(500),
-        };
-        let manager = Manager::builder(MANAGER)
-            .external_tracing()
-            .lease_timing(timing)
-            .start(args.manager)
-            .await
-            .unwrap();
+        let manager = sharded_manager(&env).await;
         let configmaps = manager.owned::<ConfigMap>().with_other_names();
         let ctx = Context::new(&manager, manager.client(), &configmaps);
         // Slow reconciles, so that the first replica still has most objects queued when the
@@ -1287,7 +1516,7 @@ async fn no_reconcile_reads_a_cache_while_it_lists_again() {
     let (expire, expiring) = tokio::sync::watch::channel(false);
     let (client, relisted) = expiring_configmaps(env.client(), expiring);
     let manager = Manager::new(MANAGER, client.clone());
-    let configmaps = manager.owned::<ConfigMap>().with_other_names();
+    let configmaps = manager.owned_labelled::<ConfigMap>().with_other_names();
     let ctx = Context::new(&manager, client, &configmaps);
     let running = run_widgets(&manager, &configmaps, ctx.clone());
     let widgets: Api<Widget> = Api::namespaced(env.client(), "default");

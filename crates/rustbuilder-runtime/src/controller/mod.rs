@@ -219,7 +219,7 @@ where
     }
 
     /// Reconciles the owner (the controller reference) of each object in `children` when it changes
-    /// or goes away: usually [`Manager::owned`](crate::Manager::owned), the objects this manager creates. No reconcile
+    /// or goes away: usually [`Manager::owned`](crate::Manager::owned), the objects of the kind its controllers own. No reconcile
     /// starts while `children` is incomplete (see [`Cache::completeness`]).
     pub fn owns<O>(mut self, children: &Cache<O>) -> Self
     where

@@ -31,7 +31,7 @@ use crate::cache::{self, Cache, Caches};
 use crate::controller::{self, Builder};
 use crate::events::Events;
 use crate::metrics::Metrics;
-use crate::owned::{self, Owned};
+use crate::owned::{self, Holds, Owned};
 use crate::shard::{Fence, Membership, Shard, ShardKey};
 use crate::tls;
 use crate::webhook::{self, Webhooks};
@@ -399,10 +399,47 @@ impl Manager {
             .get_or_start_for(&host, api, config, shard, key)
     }
 
-    /// The cache of the objects of `K` labelled `app.kubernetes.io/managed-by=<name>`, the ones this
-    /// manager creates (see [`Owned`]): shared like [`Manager::cache_with`]. Must be called within a
-    /// Tokio runtime.
+    /// The cache of the objects of kind `K` this manager's controllers own (see [`Owned`]): every
+    /// one the manager watches, labelled or not, so that a child made by hand or by an earlier
+    /// version of the operator is its owner's child all the same, as controller-runtime's `Owns`
+    /// sees it. Shared like [`Manager::cache_with`] (without `--sharding`, it is
+    /// [`Manager::cache`]). Must be called within a Tokio runtime.
+    ///
+    /// It holds the objects of `K` that are not the operator's too: in a cluster with many of
+    /// them, [`Manager::owned_labelled`] keeps less.
     pub fn owned<K>(&self) -> Owned<K>
+    where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + fmt::Debug
+            + DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+        K::Scope: WatchScope,
+    {
+        // With `--sharding`, only this replica's part: each child goes with its controller owner,
+        // placed by the cache on receipt (the API server cannot select by an owner).
+        let config = watcher::Config::default();
+        let objects = self.cache_of_shard(self.api::<K>(), config, ShardKey::ControllerOwner);
+        let holds = match self.shard() {
+            None => Holds::Every,
+            Some(_) => Holds::Shard,
+        };
+        self.owned_in(objects, holds)
+    }
+
+    /// The cache of the objects of kind `K` labelled `app.kubernetes.io/managed-by=<name>`, the
+    /// ones this manager's `apply` labels as its own (see [`Owned`]): the API server selects them,
+    /// so the manager neither receives nor keeps the others. Shared like [`Manager::cache_with`].
+    /// Must be called within a Tokio runtime.
+    ///
+    /// Choose it over [`Manager::owned`] when the cluster holds many objects of `K` that are not
+    /// the operator's: it saves the memory (and the watch traffic) of those. It does not see a
+    /// child without the label (made by hand, or by a version of the operator that did not label
+    /// it): that child is not in [`Cache::children_of`](crate::cache::Cache::children_of), its
+    /// changes do not reconcile its owner, and it is never repaired or pruned.
+    pub fn owned_labelled<K>(&self) -> Owned<K>
     where
         K: Resource<DynamicType = ()>
             + Clone
@@ -417,10 +454,29 @@ impl Manager {
         // With `--sharding`, only the children of this replica's objects: the manager's `apply`
         // labels each with its owner's bucket, and the API server selects by it.
         let objects = self.cache_of_shard(self.api::<K>(), config, ShardKey::OwnerBucket);
+        let holds = match self.shard() {
+            None => Holds::Labelled,
+            Some(_) => Holds::LabelledShard,
+        };
+        self.owned_in(objects, holds)
+    }
+
+    /// `objects`, holding what `holds` says, as an [`Owned`] cache of this manager.
+    fn owned_in<K>(&self, objects: Cache<K>, holds: Holds) -> Owned<K>
+    where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + fmt::Debug
+            + DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+        K::Scope: WatchScope,
+    {
         let manager = self.clone();
         let metadata_cache =
             move |config| manager.cache_with(manager.api::<PartialObjectMeta<K>>(), config);
-        Owned::new(objects, self.client(), self.name(), metadata_cache)
+        Owned::new(objects, holds, self.client(), self.name(), metadata_cache)
     }
 
     /// A controller of the objects `api` lists, named `name` in logs and metrics
@@ -533,7 +589,8 @@ impl Manager {
     }
 
     /// This replica's part of the objects when it runs with `--sharding`: controllers reconcile only
-    /// the objects whose uid it holds, and [`Manager::owned`] caches only their children.
+    /// the objects whose uid it holds, and [`Manager::owned`] caches the objects placed by their
+    /// controller owner's uid: the children of those objects.
     pub fn shard(&self) -> Option<&Shard> {
         self.inner.shard.as_ref()
     }

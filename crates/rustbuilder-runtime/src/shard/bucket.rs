@@ -8,9 +8,11 @@
 //! 256 buckets each cover 1/256 of the hash space, so the selection holds the member's part and, at
 //! its two ends, a few objects of its neighbours, which the cache drops by the exact hash.
 //!
-//! A child without the label (written before the replicas were sharded, or by other code) is not
-//! selected until its owner's next reconcile applies it with the label: every object is reconciled
-//! when a member starts its range, so that happens at once.
+//! Only [`Manager::owned_labelled`](crate::Manager::owned_labelled) caches select by the label;
+//! [`Manager::owned`](crate::Manager::owned) ones place each child by its controller reference as
+//! it arrives. In a labelled cache, a child without the bucket label (written before the replicas
+//! were sharded, or by other code) is not selected until its owner's next reconcile applies it with
+//! the label: every object is reconciled when a member starts its range, so that happens at once.
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -49,18 +49,22 @@
 //! objects; otherwise it sends all of them and the cache drops the others by the same hash. The log
 //! says which ([`detect`], [`Filtering`]).
 //!
-//! The server's selector hashes an object's own uid, not its owner's, so children are selected by a
-//! label instead ([`ShardKey::OwnerBucket`]): a member's `apply` writes [`BUCKET_LABEL`] with the
-//! top byte of the owner's hash ([`bucket`]), and the member's cache of children asks for the buckets
-//! its ranges touch (about its part of them; the few of a bucket it shares with a neighbour are
-//! dropped by the exact hash). A label selector needs no feature gate.
+//! The server's selector hashes an object's own uid, not its owner's, so a cache of children either
+//! receives every object of the kind and keeps those whose controller owner is in its ranges
+//! ([`ShardKey::ControllerOwner`]: every child counts, however it was made), or selects them by a
+//! label ([`ShardKey::OwnerBucket`]): a member's `apply` writes [`BUCKET_LABEL`] with the top byte
+//! of the owner's hash ([`bucket`]), and the member's cache of children asks for the buckets its
+//! ranges touch (about its part of them; the few of a bucket it shares with a neighbour are dropped
+//! by the exact hash). A label selector needs no feature gate, and saves the watch traffic of the
+//! others; a child without the label is not seen.
 //!
 //! ## In a manager
 //!
 //! A manager started with `--sharding` ([`ManagerArgs::sharding`](crate::manager::ManagerArgs::sharding))
 //! does all of the following itself: it joins the group named by its leader-election id, each
 //! controller's cache holds the controller's part, [`Manager::owned`](crate::Manager::owned) caches
-//! hold the children of that part (selected by their bucket label), and every reconcile passes the
+//! hold the children of that part (by their controller reference;
+//! [`Manager::owned_labelled`](crate::Manager::owned_labelled) ones by their bucket label), and every reconcile passes the
 //! gate. By hand, a controller of a
 //! sharded kind reads a [`Cache::sharded`](crate::cache::Cache::sharded) of its
 //! kind ([`ShardKey::Uid`]) and of each owned kind ([`ShardKey::ControllerOwner`]), and each

@@ -24,9 +24,9 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp, tz::TimeZone};
 use kube::api::{PostParams, PropagationPolicy};
 use kube::runtime::controller::Action;
 use kube::{Api, Client, Resource, ResourceExt};
-use rustbuilder_runtime::cache::Cache;
 use rustbuilder_runtime::clock::{Clock, SystemClock, requeue_at};
 use rustbuilder_runtime::events::Events;
+use rustbuilder_runtime::owned::Owned;
 use rustbuilder_runtime::{Manager, apply, children, conditions};
 use tracing::info;
 
@@ -66,7 +66,7 @@ pub struct Context {
     pub events: Events,
     /// Every Job, as the manager's watch last saw them, indexed by owner; shared with anything else
     /// that watches Jobs.
-    pub jobs: Cache<Job>,
+    pub jobs: Owned<Job>,
     /// What time it is: the system's clock, or the one a test moves.
     pub clock: Arc<dyn Clock>,
 }
@@ -80,7 +80,7 @@ pub async fn run(manager: Manager) {
 pub async fn run_with_clock(manager: Manager, clock: Arc<dyn Clock>) {
     // Every Job, as the book's `Owns(&batchv1.Job{})` caches them: one the CronJob owns counts even
     // if this operator did not make it (by hand, or an earlier operator).
-    let jobs = manager.cache::<Job>();
+    let jobs = manager.owned::<Job>();
     let ctx = Arc::new(Context {
         client: manager.client(),
         events: manager.events(),

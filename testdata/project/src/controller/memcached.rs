@@ -59,7 +59,7 @@ pub struct Context {
     pub client: Client,
     /// Publishes events on `Memcached` objects (visible in `kubectl describe`).
     pub events: Events,
-    /// The Deployments this operator made, as its watch last saw them.
+    /// The Deployments, as their watch last saw them; those a `Memcached` owns are its children.
     pub deployments: Owned<Deployment>,
     /// Image of the container the Deployments run.
     pub image: String,
@@ -67,9 +67,11 @@ pub struct Context {
 
 /// Runs the controller until shutdown is requested, then lets in-flight reconciles finish.
 pub async fn run(manager: Manager) {
-    // Our Deployments (labelled managed-by), cached, and the names of the others: finding one costs
-    // no API call, and a change to one reconciles the `Memcached` that owns it.
-    let deployments = manager.owned::<Deployment>().with_other_names();
+    // Every Deployment, cached: one a `Memcached` owns is its child even if this operator did not
+    // make it (by hand, or an earlier version that did not label it), and a change to it reconciles
+    // the owner. Finding one costs no API call. Where most Deployments are not this operator's,
+    // `manager.owned_labelled` keeps less: only those with our `managed-by` label.
+    let deployments = manager.owned::<Deployment>();
     let ctx = Arc::new(Context {
         client: manager.client(),
         events: manager.events(),
@@ -141,8 +143,8 @@ pub async fn reconcile(object: Arc<Memcached>, ctx: Arc<Context>) -> Result<Acti
     Ok(Action::await_change())
 }
 
-/// Labels of everything made for a `Memcached`. Keep `app.kubernetes.io/managed-by`: the
-/// controller watches the Deployments that carry it.
+/// Labels of everything made for a `Memcached`. `app.kubernetes.io/managed-by` tells which
+/// operator made it, and is what `manager.owned_labelled` selects by.
 pub fn labels(name: &str, image: &str) -> BTreeMap<String, String> {
     let mut labels = selector_labels(name);
     if let Some(version) = image_version(image) {
