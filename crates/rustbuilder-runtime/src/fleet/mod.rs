@@ -74,7 +74,7 @@ pub use kubeconfig_secrets::{CLUSTER_NAME_LABEL, KUBECONFIG_KEYS, KubeconfigSecr
 pub use provider::{Announcement, Provider};
 pub use spread::{
     MemberError, OWNER_ANNOTATION, OWNER_CLUSTER_LABEL, OWNER_KIND_LABEL, OWNER_UID_LABEL,
-    SPREAD_FINALIZER, Spread, SpreadError,
+    SPREAD_PREFIX, Spread, SpreadError,
 };
 pub use static_list::StaticClusters;
 

@@ -38,8 +38,10 @@ pub const OWNER_KIND_LABEL: &str = "fleet.rustbuilder.io/owner-kind";
 pub const OWNER_UID_LABEL: &str = "fleet.rustbuilder.io/owner-uid";
 /// Annotation on a child: its owner's `namespace/name` (`name` for a cluster-scoped owner).
 pub const OWNER_ANNOTATION: &str = "fleet.rustbuilder.io/owner";
-/// The finalizer a [`Spread`] puts on each owner: its children in the members go first.
-pub const SPREAD_FINALIZER: &str = "fleet.rustbuilder.io/member-children";
+/// How the finalizer a [`Spread`] puts on each owner begins; the plural of the children's kind
+/// follows (`fleet.rustbuilder.io/member-configmaps`). The owner's annotation of that name lists the
+/// members that may hold its children.
+pub const SPREAD_PREFIX: &str = "fleet.rustbuilder.io/member-";
 
 /// How long one member may take to answer a reconcile's requests before it counts as unreachable.
 const MEMBER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -95,9 +97,13 @@ const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 ///   `app.kubernetes.io/managed-by`) and annotated with its name ([`OWNER_ANNOTATION`]); a child
 ///   without a namespace goes into its owner's. The owner's children in a member that are no longer
 ///   wanted there (the member deselected, a child dropped) are deleted.
-/// - **Deletion**: the owner gets the finalizer [`SPREAD_FINALIZER`]. Once it is being deleted, its
-///   children are deleted in every engaged member, then the finalizer goes, and with it the owner.
-///   A member that cannot be reached keeps the finalizer (and the owner) until it answers.
+/// - **Deletion**: the owner gets the finalizer [`Spread::finalizer`] (e.g.
+///   `fleet.rustbuilder.io/member-configmaps`), and an annotation of the same name lists the members
+///   that may hold its children, written before a child is made in a member and cleared of a member
+///   once the API server lists none there. Once the owner is being deleted, its children are deleted
+///   in every engaged member, then the finalizer goes, and with it the owner. A listed member that
+///   cannot be reached, or is not engaged (not yet, or no more), keeps the finalizer (and the owner)
+///   until its children are deleted; removing a member from the annotation gives its children up.
 /// - **Triggers**: each member's children of this spread are watched (one watch per member, by
 ///   the labels above); a child changed or deleted there reconciles its owner, which repairs it. A
 ///   member engaged or disengaged reconciles every owner.
@@ -163,12 +169,18 @@ where
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SpreadError {
-    /// Adding or removing the owner's finalizer in the home cluster failed.
-    #[error("the owner's finalizer: {0}")]
-    Finalizer(#[source] kube::Error),
+    /// Writing the owner in the home cluster (its finalizer or its annotation of members) failed.
+    #[error("writing the owner: {0}")]
+    Owner(#[source] kube::Error),
     /// Some members failed (each named); the others are done.
     #[error("{}", describe(.0))]
     Members(Vec<MemberError>),
+    /// The owner is being deleted, and members that may hold its children are not engaged: these.
+    #[error(
+        "children may remain in members not engaged: {}; deleted once they are (or remove them from the owner's annotation to give the children up)",
+        .0.join(", ")
+    )]
+    NotEngaged(Vec<String>),
     /// The owner or a child cannot be handled: no name, uid or namespace, or a child of another owner.
     #[error("{0}")]
     Invalid(String),
@@ -263,9 +275,10 @@ where
     ) -> Result<Action, SpreadError> {
         let process = self.inner.fleet.process().clone();
         let api: Api<O> = O::Scope::api(process.client(), owner.namespace().as_deref());
+        let finalizer = Self::finalizer();
         let guarded = crate::finalizer::guard(
             &api,
-            SPREAD_FINALIZER,
+            &finalizer,
             owner,
             async |owner| self.spread(&owner, &children).await,
             async |owner| self.clean_up(&owner).await,
@@ -274,7 +287,7 @@ where
         guarded.map_err(|error| match error {
             FinalizerError::ApplyFailed(error) | FinalizerError::CleanupFailed(error) => error,
             FinalizerError::AddFinalizer(error) | FinalizerError::RemoveFinalizer(error) => {
-                SpreadError::Finalizer(error)
+                SpreadError::Owner(error)
             }
             other => SpreadError::Invalid(other.to_string()),
         })
@@ -298,30 +311,56 @@ where
         children: &impl Fn(&Cluster) -> Vec<C>,
     ) -> Result<Action, SpreadError> {
         let identity = self.identity(owner)?;
-        let mut work = Vec::new();
+        let mut plans = Vec::new();
         for cluster in self.inner.fleet.engaged() {
             let wanted = children(&cluster);
             let wanted = wanted
                 .into_iter()
                 .map(|child| identity.label(child))
                 .collect::<Result<Vec<C>, SpreadError>>()?;
-            let identity = &identity;
-            work.push(async move {
-                let result = self.spread_in(&cluster, identity, wanted);
-                (cluster.clone(), within(result).await)
-            });
+            plans.push((cluster, wanted));
         }
+        // Recorded before any child is made where none may be yet, so that a deletion finds it.
+        let recorded = recorded_members(owner, &Self::finalizer());
+        let mut record = recorded.clone();
+        for (cluster, wanted) in &plans {
+            if !wanted.is_empty() {
+                record.insert(cluster.name().to_string());
+            }
+        }
+        if record != recorded {
+            self.record(owner, &record).await?;
+        }
+        let (identity, listed) = (&identity, &record);
+        let work = plans.into_iter().map(|(cluster, wanted)| async move {
+            let recorded = listed.contains(cluster.name());
+            let result = within(self.spread_in(&cluster, identity, wanted, recorded)).await;
+            (cluster, result)
+        });
         let done = futures::future::join_all(work).await;
-        self.outcome(owner, done)
+        let mut kept = record.clone();
+        for (cluster, result) in &done {
+            if matches!(result, Ok(false)) {
+                kept.remove(cluster.name());
+            }
+        }
+        if kept != record {
+            self.record(owner, &kept).await?;
+        }
+        let done = done.into_iter().map(|(c, result)| (c, result.map(|_| ())));
+        self.outcome(owner, done.collect())
     }
 
-    /// One member's part of [`Spread::spread`].
+    /// One member's part of [`Spread::spread`]: whether the member may still hold children of the
+    /// owner, which the API server is asked when the member is `recorded` as holding some and none
+    /// are wanted there.
     async fn spread_in(
         &self,
         cluster: &Cluster,
         owner: &Identity,
         wanted: Vec<C>,
-    ) -> Result<(), kube::Error> {
+        recorded: bool,
+    ) -> Result<bool, kube::Error> {
         let cache = self.cache_in(cluster);
         let field_manager = cluster.manager().name().to_string();
         let mut kept = BTreeSet::new();
@@ -353,13 +392,19 @@ where
             crate::children::delete(&cluster.client(), &unwanted, PropagationPolicy::Background)
                 .await?;
         }
-        Ok(())
+        if !kept.is_empty() {
+            return Ok(true);
+        }
+        // The cache may not hold a child made a moment ago: only the API server says none is left.
+        Ok(recorded && !self.listed(cluster, &owner.uid).await?.is_empty())
     }
 
-    /// Deletes the owner's children in every engaged member.
+    /// Deletes the owner's children in every engaged member, and fails while a member that may
+    /// hold some is not engaged.
     async fn clean_up(&self, owner: &O) -> Result<Action, SpreadError> {
         let identity = self.identity(owner)?;
         let identity = &identity;
+        let recorded = recorded_members(owner, &Self::finalizer());
         let work = self
             .inner
             .fleet
@@ -375,7 +420,45 @@ where
                 (cluster.clone(), within(result).await)
             });
         let done = futures::future::join_all(work).await;
-        self.outcome(owner, done)
+        let mut left = recorded.clone();
+        for (cluster, result) in &done {
+            if result.is_ok() {
+                left.remove(cluster.name());
+            }
+        }
+        if left != recorded {
+            self.record(owner, &left).await?;
+        }
+        self.outcome(owner, done)?;
+        match left.is_empty() {
+            true => Ok(Action::await_change()),
+            false => Err(SpreadError::NotEngaged(left.into_iter().collect())),
+        }
+    }
+
+    /// The finalizer on the owners, and the name of their annotation that lists the members that
+    /// may hold their children: [`SPREAD_PREFIX`] and the plural of `C`, e.g.
+    /// `fleet.rustbuilder.io/member-configmaps`.
+    pub fn finalizer() -> String {
+        format!("{SPREAD_PREFIX}{}", C::plural(&()))
+    }
+
+    /// Writes the members that may hold the owner's children into its annotation.
+    async fn record(&self, owner: &O, members: &BTreeSet<String>) -> Result<(), SpreadError> {
+        let process = self.inner.fleet.process();
+        let api: Api<O> = O::Scope::api(process.client(), owner.namespace().as_deref());
+        let value = match members.is_empty() {
+            true => serde_json::Value::Null,
+            false => members.iter().cloned().collect::<Vec<_>>().join(",").into(),
+        };
+        let patch =
+            serde_json::json!({ "metadata": { "annotations": { Self::finalizer(): value } } });
+        let (name, params) = (owner.name_any(), kube::api::PatchParams::default());
+        let patch = kube::api::Patch::Merge(&patch);
+        api.patch(&name, &params, &patch)
+            .await
+            .map_err(SpreadError::Owner)?;
+        Ok(())
     }
 
     /// `Ok` if every member succeeded; else the failures, and a probe of each member that did not
@@ -626,6 +709,17 @@ impl Identity {
     }
 }
 
+/// The members the owner's annotation `key` lists.
+fn recorded_members<O: Resource>(owner: &O, key: &str) -> BTreeSet<String> {
+    let annotations = owner.meta().annotations.as_ref();
+    let listed = annotations.and_then(|a| a.get(key)).map(String::as_str);
+    let members = listed.unwrap_or_default().split(',').map(str::trim);
+    members
+        .filter(|m| !m.is_empty())
+        .map(String::from)
+        .collect()
+}
+
 /// The owner a child names in its annotation.
 fn owner_of<O, C>(child: &C) -> Option<ObjectRef<O>>
 where
@@ -724,6 +818,18 @@ mod tests {
         assert_eq!(child.annotations()[OWNER_ANNOTATION], "team-a");
         let found = owner_of::<Namespace, _>(&child).unwrap();
         assert_eq!(found, ObjectRef::new("team-a"));
+    }
+
+    #[test]
+    fn the_members_recorded_are_read_from_the_owners_annotation() {
+        let key = Spread::<ConfigMap, ConfigMap>::finalizer();
+        assert_eq!(key, "fleet.rustbuilder.io/member-configmaps");
+        let mut owner = configmap(named("web", Some("apps"), Some("u-1")));
+        assert!(recorded_members(&owner, &key).is_empty());
+        let annotations = [(key.clone(), "bravo, alpha,,charlie".to_string())];
+        owner.metadata.annotations = Some(annotations.into_iter().collect());
+        let members: Vec<String> = recorded_members(&owner, &key).into_iter().collect();
+        assert_eq!(members, ["alpha", "bravo", "charlie"]);
     }
 
     #[test]
