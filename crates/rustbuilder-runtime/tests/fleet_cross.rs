@@ -26,7 +26,7 @@ use rustbuilder_envtest::{Component, TestEnv};
 use rustbuilder_runtime::Manager;
 use rustbuilder_runtime::fleet::{
     Announcement, Cluster, Fleet, OWNER_ANNOTATION, OWNER_CLUSTER_LABEL, OWNER_KIND_LABEL,
-    OWNER_UID_LABEL, SPREAD_FINALIZER, Spread, SpreadError,
+    OWNER_UID_LABEL, Spread, SpreadError,
 };
 use rustbuilder_runtime::manager::ManagerArgs;
 use serde_json::json;
@@ -37,6 +37,8 @@ const NAMESPACE: &str = "default";
 /// The owners carry this label.
 const OWNER_LABEL: &str = "fleet-cross-test/owner";
 const FAST: Duration = Duration::from_secs(10);
+/// The owners' finalizer, and their annotation that lists the members holding their copies.
+const FINALIZER: &str = "fleet.rustbuilder.io/member-configmaps";
 
 #[derive(Parser)]
 struct Args {
@@ -175,6 +177,11 @@ async fn payload_becomes(
     became.then(|| started.elapsed())
 }
 
+/// The members `owner`'s annotation lists.
+fn members_of(owner: &ConfigMap) -> Option<String> {
+    owner.annotations().get(FINALIZER).cloned()
+}
+
 async fn is_gone(client: &Client, name: &str) -> bool {
     matches!(configmaps(client).get_opt(name).await, Ok(None))
 }
@@ -233,8 +240,10 @@ async fn a_spread_keeps_children_in_the_members_its_owners_select() {
     assert_eq!(labels[OWNER_UID_LABEL], web.uid().unwrap());
     assert_eq!(copy.annotations()[OWNER_ANNOTATION], "default/web");
     assert!(copy.owner_references().is_empty());
+    assert_eq!(Copies::finalizer(), FINALIZER);
     let web = configmaps(&a).get("web").await.unwrap();
-    assert!(web.finalizers().contains(&SPREAD_FINALIZER.to_string()));
+    assert!(web.finalizers().contains(&FINALIZER.to_string()));
+    assert_eq!(members_of(&web).as_deref(), Some("bravo,charlie"));
     eprintln!("scenario 'created' took {:?}", scenario.elapsed());
 
     // -- A copy edited in a member is repaired; one deleted there is made again.
@@ -259,6 +268,12 @@ async fn a_spread_keeps_children_in_the_members_its_owners_select() {
     assert!(removed.is_some(), "deselected: charlie keeps its copy");
     let made = payload_becomes(&a, "web-copy", Some("v1"), FAST).await;
     assert!(made.is_some(), "selected: alpha has no copy");
+    let recorded = eventually(FAST, async || {
+        let web = configmaps(&a).get("web").await.unwrap();
+        members_of(&web).as_deref() == Some("alpha,bravo")
+    })
+    .await;
+    assert!(recorded, "deselected: charlie is still recorded");
     eprintln!("scenario 'deselected' took {:?}", scenario.elapsed());
 
     // -- bravo's API server dies. A new owner's copy and a changed owner's are made in the other
@@ -277,10 +292,13 @@ async fn a_spread_keeps_children_in_the_members_its_owners_select() {
         .unwrap();
     let removed = payload_becomes(&a, "web-copy", None, Duration::from_secs(5)).await;
     assert!(removed.is_some(), "bravo down: alpha's copy of web stays");
+    let failed = eventually(FAST, async || ctx.failures("web") >= 1).await;
+    assert!(failed, "bravo down: deleting web did not fail");
     let web = configmaps(&a).get_opt("web").await.unwrap();
     let held = web.as_ref().is_some_and(|web| {
         web.metadata.deletion_timestamp.is_some()
-            && web.finalizers().contains(&SPREAD_FINALIZER.to_string())
+            && web.finalizers().contains(&FINALIZER.to_string())
+            && members_of(web).as_deref() == Some("bravo")
     });
     assert!(
         held,
@@ -322,6 +340,47 @@ async fn a_spread_keeps_children_in_the_members_its_owners_select() {
         "deleted: charlie keeps db's copy"
     );
     eprintln!("scenario 'deleted' took {:?}", scenario.elapsed());
+
+    // -- charlie is disengaged while it holds a copy: its owner, deleted meanwhile, stays until
+    // charlie is engaged again and the copy there is deleted.
+    let scenario = Instant::now();
+    create_owner(&a, "cache", "charlie", "c1").await;
+    let made = payload_becomes(&c, "cache-copy", Some("c1"), FAST).await;
+    assert!(made.is_some(), "disengaged: charlie got no copy of cache");
+    announce
+        .unbounded_send(Announcement::Disengage {
+            name: "charlie".into(),
+        })
+        .unwrap();
+    let away = eventually(FAST, async || fleet.cluster("charlie").is_none()).await;
+    assert!(away, "disengaged: charlie is still engaged");
+    configmaps(&a)
+        .delete("cache", &DeleteParams::default())
+        .await
+        .unwrap();
+    let handled = eventually(FAST, async || {
+        ctx.failures("cache") >= 1 || is_gone(&a, "cache").await
+    })
+    .await;
+    let cache = configmaps(&a).get_opt("cache").await.unwrap();
+    let held = cache.as_ref().is_some_and(|cache| {
+        cache.metadata.deletion_timestamp.is_some()
+            && cache.finalizers().contains(&FINALIZER.to_string())
+    });
+    assert!(
+        handled && held,
+        "disengaged: cache went with its copy left in charlie: {cache:?}"
+    );
+    assert_eq!(payload(&c, "cache-copy").await.as_deref(), Some("c1"));
+    engage("charlie", config_of(&charlie).await);
+    let removed = payload_becomes(&c, "cache-copy", None, FAST).await;
+    assert!(
+        removed.is_some(),
+        "engaged again: cache's copy stays in charlie"
+    );
+    let gone = eventually(FAST, async || is_gone(&a, "cache").await).await;
+    assert!(gone, "engaged again: cache is not deleted");
+    eprintln!("scenario 'disengaged' took {:?}", scenario.elapsed());
 
     manager.shutdown();
     let stopped = tokio::time::timeout(FAST, running).await;
