@@ -4,7 +4,8 @@
 //! The owner is read in the *home* cluster (the process manager's); its children are written in
 //! the members its spec selects. An owner reference cannot name an object of another cluster, so
 //! the children carry their owner's identity in labels and an annotation instead, and the owner
-//! carries a finalizer that deletes its children in every engaged member before it goes.
+//! carries a finalizer that deletes its children in the members before it goes, with an annotation
+//! listing the members that may hold some.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt::{self, Debug};
@@ -112,8 +113,9 @@ const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 ///   backoff); the member is asked every second whether it is back, and once it is, the owners that
 ///   failed there are reconciled again at once.
 ///
-/// Children in a cluster that is disengaged stay there: the spread cannot reach them any more.
-/// The home cluster's name is a label value (at most 63 characters).
+/// Children in a cluster that is disengaged stay there until it is engaged again: the spread cannot
+/// reach them meanwhile. The children are watched and listed through each member's
+/// [`Manager::api`]: with `--watch-namespace`, put them in that namespace. The home cluster's name is a label value (at most 63 characters).
 pub struct Spread<O, C>
 where
     O: Resource<DynamicType = ()> + 'static,
