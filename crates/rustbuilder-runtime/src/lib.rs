@@ -38,7 +38,8 @@
 //! serves defaulting, validating and conversion webhooks. [`shard`] shares one kind's objects among
 //! replicas: Lease membership, handover without overlap, and caches of a replica's own part.
 //! [`fleet`] runs the same controllers in every cluster of a set that changes while the operator
-//! runs (kubeconfig files, kubeconfig Secrets), each cluster engaged and disengaged on its own. The
+//! runs (kubeconfig files, kubeconfig Secrets), each cluster engaged and disengaged on its own, and
+//! controllers that keep the children of objects at home in member clusters. The
 //! `manifests` feature adds `manifests`, which writes the CRDs, the RBAC role and the webhook
 //! configurations that `make manifests` produces; the `testing` feature adds `testing`, helpers for a project's tests.
 //!

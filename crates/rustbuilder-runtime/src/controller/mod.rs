@@ -303,6 +303,27 @@ where
         self
     }
 
+    /// Reconciles each object `triggers` names, when it names it: for changes this manager's caches
+    /// do not see, such as those of objects in other clusters (a fleet's cross-cluster controllers
+    /// map the children they keep in member clusters back to their owners this way). A trigger takes
+    /// the place of a live change in the work order and counts in the work-queue metrics; an object
+    /// the controller's cache does not hold is skipped. Unlike [`Builder::watches`], no reconcile
+    /// waits on the source of the triggers.
+    pub fn reconcile_on(
+        mut self,
+        triggers: impl futures::Stream<Item = ObjectRef<K>> + Send + 'static,
+    ) -> Self {
+        let queue = self.queue.clone();
+        self.others.push(Box::new(move || {
+            let targets = triggers.map(move |target| {
+                queue.add(key_of(&target));
+                (target, cache::Origin::Live)
+            });
+            targets.boxed()
+        }));
+        self
+    }
+
     /// How many objects may be reconciled at the same time (one object is never reconciled twice at
     /// once). Default [`DEFAULT_CONCURRENCY`]; 0 means no limit.
     pub fn concurrency(mut self, concurrency: u16) -> Self {

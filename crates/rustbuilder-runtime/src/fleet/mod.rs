@@ -39,6 +39,10 @@
 //! # }
 //! ```
 //!
+//! A controller of the operator's own cluster can also write into the members: [`Spread`] keeps the
+//! children of objects at home in the members their spec selects, naming their owner by labels
+//! (owner references cannot cross clusters) and deleting them before their owner goes.
+//!
 //! Each cluster's manager has the process manager's name (its field manager and event reporter),
 //! identity and `--watch-namespace`, and metrics of its own, not served yet: `/metrics` shows the
 //! process's own series and each cluster's `rest_client_*` requests are not among them.
@@ -48,6 +52,7 @@ mod cluster;
 mod kubeconfig_dir;
 mod kubeconfig_secrets;
 mod provider;
+mod spread;
 mod static_list;
 
 use std::collections::{BTreeMap, HashMap};
@@ -58,6 +63,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tracing::{Instrument, error, info, info_span, warn};
 
@@ -66,6 +72,10 @@ pub use cluster::{Cluster, ClusterStatus};
 pub use kubeconfig_dir::{DEFAULT_SCAN_INTERVAL, KubeconfigDir};
 pub use kubeconfig_secrets::{CLUSTER_NAME_LABEL, KUBECONFIG_KEYS, KubeconfigSecrets};
 pub use provider::{Announcement, Provider};
+pub use spread::{
+    MemberError, OWNER_ANNOTATION, OWNER_CLUSTER_LABEL, OWNER_KIND_LABEL, OWNER_UID_LABEL,
+    SPREAD_PREFIX, Spread, SpreadError,
+};
 pub use static_list::StaticClusters;
 
 use crate::manager::Manager;
@@ -93,6 +103,8 @@ struct Shared {
     announcements: Mutex<Option<Announcements>>,
     /// The clusters engaged now, by name.
     members: Mutex<BTreeMap<String, Member>>,
+    /// Counts the changes of `members`, for whoever follows them (a [`Spread`]).
+    membership: watch::Sender<u64>,
 }
 
 struct Member {
@@ -126,6 +138,7 @@ impl Fleet {
             engage: Arc::new(engage),
             announcements: Mutex::new(Some(Box::new(move || provider.clusters()))),
             members: Mutex::default(),
+            membership: watch::Sender::new(0),
         });
         // Weak: the process manager outlives no fleet it holds.
         let checked: Weak<Shared> = Arc::downgrade(&shared);
@@ -153,6 +166,25 @@ impl Fleet {
     pub fn cluster(&self, name: &str) -> Option<Cluster> {
         let members = self.shared.members();
         members.get(name).map(|member| member.cluster.clone())
+    }
+
+    /// The engaged clusters' handles, by name.
+    pub(crate) fn engaged(&self) -> Vec<Cluster> {
+        let members = self.shared.members();
+        members
+            .values()
+            .map(|member| member.cluster.clone())
+            .collect()
+    }
+
+    /// Changes whenever a cluster is engaged or disengaged.
+    pub(crate) fn membership(&self) -> watch::Receiver<u64> {
+        self.shared.membership.subscribe()
+    }
+
+    /// The process manager the fleet runs under.
+    pub(crate) fn process(&self) -> &Manager {
+        &self.shared.process
     }
 
     /// `Ok` when every engaged cluster is ready (see [`ClusterStatus::ready`]), else which are not
@@ -226,6 +258,10 @@ impl Shared {
         self.members.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    fn membership_changed(&self) {
+        self.membership.send_modify(|changes| *changes += 1);
+    }
+
     fn lock_announcements(&self) -> std::sync::MutexGuard<'_, Option<Announcements>> {
         self.announcements.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -262,6 +298,7 @@ impl Running {
             stopped: stopped.clone(),
         };
         self.shared.members().insert(name.to_string(), member);
+        self.shared.membership_changed();
         let engage = self.shared.engage.clone();
         let span = info_span!("fleet", cluster = name);
         let task = async move {
@@ -285,8 +322,10 @@ impl Running {
     /// Shuts the cluster `name` down, if engaged; the future returned resolves once its task has
     /// ended (cancelled after [`DISENGAGE_GRACE`]).
     fn stop(&mut self, name: &str) -> impl Future<Output = ()> + Send + 'static {
-        if let Some(member) = self.shared.members().remove(name) {
+        let removed = self.shared.members().remove(name);
+        if let Some(member) = removed {
             member.cluster.manager().shutdown();
+            self.shared.membership_changed();
         }
         let task = self.tasks.remove(name);
         let cluster = name.to_string();
@@ -320,6 +359,7 @@ impl Drop for Running {
         for member in members.values() {
             member.cluster.manager().shutdown();
         }
+        self.shared.membership_changed();
     }
 }
 
