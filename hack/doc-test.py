@@ -121,6 +121,7 @@ class Shell:
         )
         self.background = []
         self.count = 0
+        self.cpu = 0.0
 
     def run(self, code, timeout=1800, logged=True):
         self.count += 1
@@ -180,7 +181,10 @@ class Shell:
             self.proc.stdin.close()
         except BrokenPipeError:
             pass
-        self.proc.wait()
+        _, status, usage = os.wait4(self.proc.pid, 0)
+        self.proc.returncode = os.waitstatus_to_exitcode(status)
+        # The CPU time of the commands run in the shell (not of those started in the background).
+        self.cpu = usage.ru_utime + usage.ru_stime
 
 
 def project_name(chain):
@@ -220,7 +224,7 @@ def chains(files):
 
 def run_documents(chain, env, log):
     """Runs the documents of `chain` one after the other in one shell; stops at the first failure.
-    What it did and printed goes to the list `log`."""
+    What it did and printed goes to the list `log`; returns the failures and the shell's CPU seconds."""
     workdir = tempfile.mkdtemp(prefix="doc-test-")
     shell = Shell(workdir, env, log)
     failures = []
@@ -232,7 +236,7 @@ def run_documents(chain, env, log):
     finally:
         shell.close()
         shutil.rmtree(workdir, ignore_errors=True)
-    return failures
+    return failures, shell.cpu
 
 
 PRINTING = threading.Lock()
@@ -240,14 +244,15 @@ PRINTING = threading.Lock()
 
 def run_chain(chain, env):
     """Runs a chain (run_documents) and prints its log whole, under a header with its verdict and time."""
-    started, log = time.time(), []
+    started, log, cpu = time.time(), [], 0.0
     try:
-        failures = run_documents(chain, env, log)
+        failures, cpu = run_documents(chain, env, log)
     except Exception as error:  # a broken chain must not hide the others' results
         failures = [f"{chain[0]}: doc-test failed: {error!r}"]
     verdict = "ok" if not failures else "FAILED"
     with PRINTING:
-        print(f"==> {' + '.join(chain)}: {verdict} in {time.time() - started:.0f}s", flush=True)
+        print(f"==> {' + '.join(chain)}: {verdict} in {time.time() - started:.0f}s, CPU {cpu:.0f}s in its shell",
+              flush=True)
         sys.stdout.write("".join(log))
         sys.stdout.flush()
     return failures

@@ -73,10 +73,10 @@ class Printer:
     def __init__(self):
         self.lock = threading.Lock()
 
-    def report(self, name, seconds, returncode, output):
+    def report(self, name, seconds, cpu, returncode, output):
         verdict = "ok" if returncode == 0 else f"FAILED (exit {returncode})"
         with self.lock:
-            print(f"==> {name}: {verdict} in {seconds:.0f}s", flush=True)
+            print(f"==> {name}: {verdict} in {seconds:.0f}s, CPU {cpu:.0f}s", flush=True)
             sys.stdout.write(output)
             if output and not output.endswith("\n"):
                 sys.stdout.write("\n")
@@ -84,12 +84,18 @@ class Printer:
 
 
 def run(name, command, cwd, env, printer):
+    """Runs one job; returns its name, seconds, CPU seconds and exit code. The CPU time is the job's own
+    and that of the processes it waited for (the control planes it started and stopped), whatever else
+    the machine runs meanwhile."""
     started = time.monotonic()
-    done = subprocess.run(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, errors="replace")
-    seconds = time.monotonic() - started
-    printer.report(name, seconds, done.returncode, done.stdout)
-    return name, seconds, done.returncode
+    with subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, errors="replace") as job:
+        output = job.stdout.read()
+        _, status, usage = os.wait4(job.pid, 0)
+        job.returncode = os.waitstatus_to_exitcode(status)
+    seconds, cpu = time.monotonic() - started, usage.ru_utime + usage.ru_stime
+    printer.report(name, seconds, cpu, job.returncode, output)
+    return name, seconds, cpu, job.returncode
 
 
 def main():
@@ -132,7 +138,7 @@ def main():
         results = list(pool.map(lambda job: run(*job, printer), jobs))
 
     durations = dict(previous)
-    durations.update({name: round(seconds, 1) for name, seconds, _ in results})
+    durations.update({name: round(seconds, 1) for name, seconds, _, _ in results})
     try:
         durations_file().parent.mkdir(parents=True, exist_ok=True)
         durations_file().write_text(json.dumps(durations, indent=1, sort_keys=True) + "\n")
@@ -144,11 +150,11 @@ def main():
     if times_log:
         Path(times_log).parent.mkdir(parents=True, exist_ok=True)
         with open(times_log, "a") as log:
-            log.writelines(f"{seconds:.0f} {name}\n" for name, seconds, _ in results)
+            log.writelines(f"{seconds:.0f} {name} (CPU {cpu:.0f}s)\n" for name, seconds, cpu, _ in results)
 
-    failed = [name for name, _, code in results if code != 0]
-    total = time.monotonic() - started
-    print(f"==> {len(results)} test binaries, {args.jobs} at a time: {total:.0f}s; "
+    failed = [name for name, _, _, code in results if code != 0]
+    total, cpu = time.monotonic() - started, sum(cpu for _, _, cpu, _ in results)
+    print(f"==> {len(results)} test binaries, {args.jobs} at a time: {total:.0f}s, CPU {cpu:.0f}s; "
           f"{len(failed)} failed", flush=True)
     for name in failed:
         print(f"FAILED: {name}", file=sys.stderr)
