@@ -1825,23 +1825,28 @@ def cmd_fleet():
     def per_cluster(key, a, b, n):
         return (p[b][key] - p[a][key]) / n
 
-    times = sorted(result["engage_to_synced_ms"]["rest_at_once"].values())
     print(f"{count} clusters, one control plane each (started in {result['control_planes_started_s']:.0f} s); "
           f"{path.relative_to(REPO)}")
     print("| per engaged cluster | the first | each of the other " + str(rest) + " |")
     print("|---|---|---|")
-    for label, key, scale in [("RssAnon (KiB)", "rss_anon_kib", 1), ("RssFile (KiB)", "rss_file_kib", 1),
-                              ("sockets", "sockets", 1), ("threads", "threads", 1)]:
-        print(f"| {label} | {per_cluster(key, 'before', 'one', 1) * scale:.1f} "
-              f"| {per_cluster(key, 'one', 'all', rest) * scale:.1f} |")
+    for label, key in [("RssAnon (KiB)", "rss_anon_kib"), ("RssAnon in use (KiB)", "rss_anon_in_use_kib"),
+                       ("RssFile (KiB)", "rss_file_kib"),
+                       ("sockets", "sockets"), ("threads", "threads")]:
+        print(f"| {label} | {per_cluster(key, 'before', 'one', 1):.0f} | {per_cluster(key, 'one', 'all', rest):.0f} |")
     opened = result["watches_opened"]
     print(f"| watches on its API server | {sum(opened['one'])} | {(sum(opened['all']) - sum(opened['one'])) / rest:.1f} |")
-    first = list(result["engage_to_synced_ms"]["first"].values())[0]
-    print(f"| engage to synced (ms) | {first} | median {statistics.median(times):.0f}, max {max(times)} |")
-    print(f"after disengaging all: watches closed in {result['watches_closed_after_disengaging_ms']} ms, "
-          f"RssAnon {p['after_disengaging_all']['rss_anon_kib']} KiB (before: {p['before']['rss_anon_kib']}), "
-          f"sockets {p['after_disengaging_all']['sockets']} (before: {p['before']['sockets']}); "
-          f"/metrics with all engaged: {result['metrics']['bytes']} bytes, encoded in {result['metrics']['encode_ms']:.1f} ms")
+    for label, key in [("engage to first list answered (ms)", "engage_to_listed_ms"),
+                       ("engage to ready (ms; readiness looks every 200 ms)", "engage_to_ready_ms")]:
+        first = list(result[key]["first"].values())[0]
+        times = sorted(result[key]["rest_at_once"].values())
+        print(f"| {label} | {first} | median {statistics.median(times):.0f}, max {max(times)} |")
+    rounds = [(r["rss_anon_kib"], r["rss_anon_in_use_kib"]) for r in p["after_each_further_round"]]
+    print("RssAnon, in use (KiB): " + ", ".join(f"{k} {p[k]['rss_anon_kib']}, {p[k]['rss_anon_in_use_kib']}"
+                                               for k in ["before", "one", "all", "after_disengaging_all"])
+          + f", after each further round {rounds}; sockets before {p['before']['sockets']}, "
+          f"after {p['after_disengaging_all']['sockets']}; watches closed {result['watches_closed_after_disengaging_ms']} ms "
+          f"after disengaging; /metrics with all engaged: {result['metrics']['bytes']} bytes, "
+          f"encoded in {result['metrics']['encode_ms']:.1f} ms")
 
 
 def main():

@@ -8,7 +8,8 @@
 //!
 //! It starts N control planes (etcd and kube-apiserver each), then a fleet in this process whose
 //! engage function adds one controller of ConfigMaps selected by a label no object has (a cluster
-//! with no objects), and engages one cluster, then the other N-1 at once, then disengages them all.
+//! with no objects), and engages one cluster, then the other N-1 at once, then disengages them all;
+//! then engages and disengages them all a few more times, to see whether memory comes back.
 //! Each cluster has its own control plane, so every watch and connection counted is a real one.
 //!
 //! The control planes are child processes; this process holds only their handles, so the memory
@@ -37,6 +38,10 @@ const SETTLE: Duration = Duration::from_secs(2);
 /// How many control planes start at once (two cores are slow to start many).
 const START_BATCH: usize = 3;
 
+/// How many more rounds engage and disengage every cluster, to tell a leak from the allocator's
+/// reserve.
+const CYCLES: usize = 3;
+
 async fn reconcile(_: std::sync::Arc<ConfigMap>, _: std::sync::Arc<()>) -> kube::Result<Action> {
     Ok(Action::await_change())
 }
@@ -50,14 +55,20 @@ fn engage(cluster: &Cluster) {
     manager.controllers().add(controller);
 }
 
-/// This process's memory (`RssAnon`, `RssFile`, in KiB), open file descriptors and sockets.
-fn process_figures() -> Value {
+/// A field of `/proc/self/status` in KiB (or a count).
+fn status_field(key: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kib = |key: &str| -> u64 {
-        let line = status.lines().find_map(|l| l.strip_prefix(key));
-        let value = line.map(|v| v.trim().trim_end_matches("kB").trim());
-        value.and_then(|v| v.parse().ok()).unwrap_or(0)
-    };
+    let line = status.lines().find_map(|l| l.strip_prefix(key));
+    let value = line.map(|v| v.trim().trim_end_matches("kB").trim());
+    value.and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+/// This process's memory (`RssAnon`, `RssFile`, in KiB; `RssAnon` again once the allocator has
+/// handed its free memory back: what is in use), open file descriptors and sockets.
+fn process_figures() -> Value {
+    let kib = status_field;
+    let rss_anon = kib("RssAnon:");
+    trim_heap();
     let links: Vec<String> = std::fs::read_dir("/proc/self/fd")
         .map(|dir| dir.flatten().collect::<Vec<_>>())
         .unwrap_or_default()
@@ -66,7 +77,8 @@ fn process_figures() -> Value {
         .map(|link| link.display().to_string())
         .collect();
     json!({
-        "rss_anon_kib": kib("RssAnon:"),
+        "rss_anon_kib": rss_anon,
+        "rss_anon_in_use_kib": kib("RssAnon:"),
         "rss_file_kib": kib("RssFile:"),
         "threads": kib("Threads:"),
         "fds": links.len(),
@@ -89,9 +101,8 @@ async fn watches(client: &Client) -> u64 {
 }
 
 /// The WATCH requests each API server serves now.
-async fn all_watches(envs: &[TestEnv]) -> Vec<u64> {
-    let clients: Vec<Client> = envs.iter().map(TestEnv::client).collect();
-    futures::future::join_all(clients.iter().map(watches)).await
+async fn all_watches(servers: &[Client]) -> Vec<u64> {
+    futures::future::join_all(servers.iter().map(watches)).await
 }
 
 async fn config_of(env: &TestEnv) -> kube::Config {
@@ -101,12 +112,32 @@ async fn config_of(env: &TestEnv) -> kube::Config {
         .expect("a client configuration")
 }
 
-/// Announces `names` and waits until each is ready; how long each took, in milliseconds.
+/// Whether the cluster `name` has had its first list answered: a `GET` answered 200 in its
+/// `rest_client_requests_total` (the list comes first; the watch counts once it has started).
+fn listed(fleet: &Fleet, name: &str) -> bool {
+    let Some(cluster) = fleet.cluster(name) else {
+        return false;
+    };
+    let metrics = cluster.manager().metrics().encode();
+    metrics
+        .lines()
+        .any(|line| line.starts_with(r#"rest_client_requests_total{code="200",method="GET""#))
+}
+
+/// Milliseconds from the announcements to each cluster's first list answered, and to its
+/// readiness (which looks at its caches every 200 ms).
+#[derive(Default)]
+struct Engaged {
+    listed: BTreeMap<String, u128>,
+    ready: BTreeMap<String, u128>,
+}
+
+/// Announces `clusters` and waits until each is ready.
 async fn engage_and_time(
     fleet: &Fleet,
     announce: &mpsc::UnboundedSender<Announcement>,
     clusters: &[(String, kube::Config)],
-) -> BTreeMap<String, u128> {
+) -> Engaged {
     let started = Instant::now();
     for (name, config) in clusters {
         let engage = Announcement::Engage {
@@ -115,24 +146,67 @@ async fn engage_and_time(
         };
         announce.unbounded_send(engage).expect("the fleet runs");
     }
-    let mut synced = BTreeMap::new();
-    while synced.len() < clusters.len() {
+    let mut engaged = Engaged::default();
+    while engaged.ready.len() < clusters.len() {
         assert!(
             started.elapsed() < Duration::from_secs(120),
             "not synced after 2 minutes: {:?}",
             fleet.ready()
         );
+        for (name, _) in clusters {
+            if !engaged.listed.contains_key(name) && listed(fleet, name) {
+                engaged
+                    .listed
+                    .insert(name.clone(), started.elapsed().as_millis());
+            }
+        }
         for status in fleet.clusters() {
             if status.is_ready() && clusters.iter().any(|(name, _)| *name == status.name) {
-                synced
+                engaged
+                    .ready
                     .entry(status.name)
                     .or_insert_with(|| started.elapsed().as_millis());
             }
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    synced
+    engaged
 }
+
+/// Disengages `clusters` and waits until their API servers serve none of their watches; how long
+/// that took, in milliseconds.
+async fn disengage_all(
+    servers: &[Client],
+    announce: &mpsc::UnboundedSender<Announcement>,
+    clusters: &[(String, kube::Config)],
+    idle_watches: &[u64],
+) -> u128 {
+    let stopping = Instant::now();
+    for (name, _) in clusters {
+        let disengage = Announcement::Disengage { name: name.clone() };
+        announce.unbounded_send(disengage).expect("the fleet runs");
+    }
+    while all_watches(servers).await != idle_watches {
+        assert!(
+            stopping.elapsed() < Duration::from_secs(60),
+            "watches stay open"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    stopping.elapsed().as_millis()
+}
+
+/// Asks glibc to hand its free memory back to the system, so that `RssAnon` shows what is in use.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn trim_heap() {
+    // SAFETY: malloc_trim only releases free memory of the allocator; it takes no pointers.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn trim_heap() {}
 
 #[tokio::main]
 async fn main() {
@@ -153,7 +227,9 @@ async fn main() {
     for (i, env) in envs.iter().enumerate() {
         clusters.push((format!("c{i:02}"), config_of(env).await));
     }
-    let idle_watches = all_watches(&envs).await;
+    // The clients that count watches, made once: the figures are the fleet's allocations.
+    let servers: Vec<Client> = envs.iter().map(TestEnv::client).collect();
+    let idle_watches = all_watches(&servers).await;
 
     // The process manager, connected to the first control plane, runs the fleet.
     let process = Manager::new("fleet-cost", envs[0].client());
@@ -167,31 +243,30 @@ async fn main() {
     let first = engage_and_time(&fleet, &announce, &clusters[..1]).await;
     tokio::time::sleep(SETTLE).await;
     let one = process_figures();
-    let one_watches = all_watches(&envs).await;
+    let one_watches = all_watches(&servers).await;
 
     let rest = engage_and_time(&fleet, &announce, &clusters[1..]).await;
     tokio::time::sleep(SETTLE).await;
     let all = process_figures();
-    let all_watches_now = all_watches(&envs).await;
+    let all_watches_now = all_watches(&servers).await;
     let encoding = Instant::now();
     let metrics = process.metrics().encode();
     let encode_ms = encoding.elapsed().as_secs_f64() * 1000.0;
 
-    let stopping = Instant::now();
-    for (name, _) in &clusters {
-        let disengage = Announcement::Disengage { name: name.clone() };
-        announce.unbounded_send(disengage).expect("the fleet runs");
-    }
-    while all_watches(&envs).await != idle_watches {
-        assert!(
-            stopping.elapsed() < Duration::from_secs(60),
-            "watches stay open"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let watches_closed_ms = stopping.elapsed().as_millis();
+    let watches_closed_ms = disengage_all(&servers, &announce, &clusters, &idle_watches).await;
     tokio::time::sleep(SETTLE).await;
     let after = process_figures();
+
+    // Engaged and disengaged again and again: memory that grows with each round would be a leak;
+    // memory the allocator keeps for the next round levels off.
+    let mut rounds = Vec::new();
+    for _ in 0..CYCLES {
+        engage_and_time(&fleet, &announce, &clusters).await;
+        tokio::time::sleep(SETTLE).await;
+        disengage_all(&servers, &announce, &clusters, &idle_watches).await;
+        tokio::time::sleep(SETTLE).await;
+        rounds.push(process_figures());
+    }
     process.shutdown();
     let _ = running.await;
 
@@ -204,9 +279,16 @@ async fn main() {
     let report = json!({
         "clusters": count,
         "control_planes_started_s": control_planes_s,
-        "process": { "before": before, "one": one, "all": all, "after_disengaging_all": after },
+        "process": {
+            "before": before,
+            "one": one,
+            "all": all,
+            "after_disengaging_all": after,
+            "after_each_further_round": rounds,
+        },
         "watches_opened": { "one": opened(&one_watches), "all": opened(&all_watches_now) },
-        "engage_to_synced_ms": { "first": first, "rest_at_once": rest },
+        "engage_to_listed_ms": { "first": first.listed, "rest_at_once": rest.listed },
+        "engage_to_ready_ms": { "first": first.ready, "rest_at_once": rest.ready },
         "metrics": { "bytes": metrics.len(), "encode_ms": encode_ms },
         "watches_closed_after_disengaging_ms": watches_closed_ms,
     });

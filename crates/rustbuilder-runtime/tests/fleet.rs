@@ -479,6 +479,12 @@ async fn a_fleet_follows_clusters_that_come_go_fail_and_recover() {
     );
     let took = stamped_within(&b, "bravo-2", BY_DIR, "bravo", FAST).await;
     assert!(took.is_some(), "changed kubeconfig: bravo not reconciled");
+    // The old engagement's series went with it: bravo's are on /metrics once (`scrape` checks).
+    let text = scrape(metrics).await;
+    assert!(
+        stamped_in(&text, "bravo") >= 1.0,
+        "changed kubeconfig:\n{text}"
+    );
     let watching = watches_become(&b, idle.1 + 1, FAST).await;
     assert_eq!(
         watching,
