@@ -8,6 +8,7 @@ Usage (from the repository root; `make bench` runs `prepare`, `build-times`, `ru
     python3 bench/bench.py run            # the cluster workloads (BENCH_SIZES, BENCH_RUNS, BENCH_IDLE)
     python3 bench/bench.py report         # tables (Markdown) and the chart from the results
     python3 bench/bench.py write-costs    # kube-apiserver's CPU per request, by kind of write (dry runs)
+    python3 bench/bench.py fleet [N]      # what each engaged cluster of a fleet costs, with N control planes
 
 Only the Python 3.11 standard library is needed, plus matplotlib for the chart (`report` says how to get it).
 Results go to bench/results/*.json; the Go project is generated in a temporary directory and never
@@ -1840,9 +1841,54 @@ def cmd_profile_summary():
         print(f"| {label} | " + " | ".join(f"{c.get(fn, 0.0):.1f}" for c in columns) + " |")
 
 
+def cmd_fleet():
+    """The cost of each engaged cluster of a fleet: the runtime's `fleet_cost` example (release build) starts
+    N control planes (default 10), engages one cluster, then the other N-1 at once, then disengages them
+    all, and prints its figures; saved to bench/results/fleet-N<N>.json, summed up here."""
+    count = int(sys.argv[2]) if len(sys.argv) > 2 else 10
+    env = {**os.environ, "KUBEBUILDER_ASSETS": os.environ.get("KUBEBUILDER_ASSETS") or str(assets())}
+    cmd = ["cargo", "run", "--quiet", "--release", "--locked", "-p", "rustbuilder-runtime",
+           "--example", "fleet_cost", "--", str(count)]
+    log("$", shlex.join(cmd))
+    out = subprocess.run(cmd, cwd=REPO, env=env, check=True, stdout=subprocess.PIPE, text=True).stdout
+    result = json.loads(out)
+    result["date"] = time.strftime("%Y-%m-%d")
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"fleet-N{count}.json"
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    p = result["process"]
+    rest = count - 1
+
+    def per_cluster(key, a, b, n):
+        return (p[b][key] - p[a][key]) / n
+
+    print(f"{count} clusters, one control plane each (started in {result['control_planes_started_s']:.0f} s); "
+          f"{path.relative_to(REPO)}")
+    print("| per engaged cluster | the first | each of the other " + str(rest) + " |")
+    print("|---|---|---|")
+    for label, key in [("RssAnon (KiB)", "rss_anon_kib"), ("RssAnon in use (KiB)", "rss_anon_in_use_kib"),
+                       ("RssFile (KiB)", "rss_file_kib"),
+                       ("sockets", "sockets"), ("threads", "threads")]:
+        print(f"| {label} | {per_cluster(key, 'before', 'one', 1):.0f} | {per_cluster(key, 'one', 'all', rest):.0f} |")
+    opened = result["watches_opened"]
+    print(f"| watches on its API server | {sum(opened['one'])} | {(sum(opened['all']) - sum(opened['one'])) / rest:.1f} |")
+    for label, key in [("engage to first list answered (ms)", "engage_to_listed_ms"),
+                       ("engage to ready (ms; readiness looks every 200 ms)", "engage_to_ready_ms")]:
+        first = list(result[key]["first"].values())[0]
+        times = sorted(result[key]["rest_at_once"].values())
+        print(f"| {label} | {first} | median {statistics.median(times):.0f}, max {max(times)} |")
+    rounds = [(r["rss_anon_kib"], r["rss_anon_in_use_kib"]) for r in p["after_each_further_round"]]
+    print("RssAnon, in use (KiB): " + ", ".join(f"{k} {p[k]['rss_anon_kib']}, {p[k]['rss_anon_in_use_kib']}"
+                                               for k in ["before", "one", "all", "after_disengaging_all"])
+          + f", after each further round {rounds}; sockets before {p['before']['sockets']}, "
+          f"after {p['after_disengaging_all']['sockets']}; watches closed {result['watches_closed_after_disengaging_ms']} ms "
+          f"after disengaging; /metrics with all engaged: {result['metrics']['bytes']} bytes, "
+          f"encoded in {result['metrics']['encode_ms']:.1f} ms")
+
+
 def main():
     cmds = {"prepare": cmd_prepare, "build-times": cmd_build_times, "run": cmd_run, "report": cmd_report,
-            "write-costs": cmd_write_costs, "profile-summary": cmd_profile_summary}
+            "write-costs": cmd_write_costs, "profile-summary": cmd_profile_summary, "fleet": cmd_fleet}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
         die(f"usage: bench.py {'|'.join(cmds)}")
     cmds[sys.argv[1]]()

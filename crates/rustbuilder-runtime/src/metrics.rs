@@ -33,17 +33,28 @@
 //! `shard_handovers_total{group,direction}` (ranges `acquired` and `released`) and, per sharded cache,
 //! `shard_objects{group,kind,key}` (the objects it holds; `key` is `uid`, or `controller_owner` for a
 //! cache of owned objects).
+//!
+//! ## Fleets
+//!
+//! Each engaged cluster of a [`Fleet`](crate::fleet::Fleet) counts into metrics of its own, served
+//! with the process's while the cluster is engaged: the same families, each of its series labelled
+//! `cluster="<name>"` first, and `fleet_cluster_ready{cluster}` (1 once its caches have synced).
+//! The process's own series keep their labels.
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod client;
+mod clusters;
 mod queue;
 mod shard;
 
 pub use client::{ClientMetricsLayer, ClientMetricsService};
 use client::{ClientSeries, REQUEST_DURATION_BUCKETS};
+pub(crate) use clusters::ReadyCheck;
+pub(crate) use clusters::ServedCluster;
+use clusters::ServedClusters;
 use queue::QueueSeries;
 pub(crate) use queue::{QueueKey, WorkQueue};
 pub(crate) use shard::ShardSeries;
@@ -143,6 +154,8 @@ pub struct Metrics {
     queue: QueueFamilies,
     client: ClientSeries,
     shard: ShardSeries,
+    /// The clusters of fleets whose series are served with these ([`Metrics::serve_cluster`]).
+    clusters: Arc<ServedClusters>,
 }
 
 impl Default for Metrics {
@@ -181,7 +194,17 @@ impl Metrics {
     /// backups.inc();
     /// assert!(metrics.encode().contains("memcached_backups_total 1"));
     /// ```
-    pub fn with_registry(mut registry: Registry) -> Self {
+    pub fn with_registry(registry: Registry) -> Self {
+        Self::build(registry, true)
+    }
+
+    /// The metrics of one cluster of a fleet: the manager's families without the `process_*` ones,
+    /// which the process serves once.
+    pub(crate) fn of_cluster() -> Self {
+        Self::build(Registry::default(), false)
+    }
+
+    fn build(mut registry: Registry, process: bool) -> Self {
         let reconciles = Family::default();
         // Counters get the `_total` suffix when encoded.
         registry.register(
@@ -255,7 +278,9 @@ impl Metrics {
             client.duration.clone(),
         );
         let shard = ShardSeries::register(&mut registry);
-        registry.register_collector(Box::new(ProcessCollector));
+        if process {
+            registry.register_collector(Box::new(ProcessCollector));
+        }
         Metrics {
             registry: Arc::new(registry),
             reconciles,
@@ -270,7 +295,22 @@ impl Metrics {
             queue,
             client,
             shard,
+            clusters: Arc::default(),
         }
+    }
+
+    /// Serves the series of `cluster`'s metrics (one cluster of a fleet) with these, each labelled
+    /// `cluster="<name>"`, and `fleet_cluster_ready{cluster}` from `ready`, until the returned
+    /// guard is dropped. The families are the same, so a cluster's reconciles are counted in
+    /// `controller_runtime_reconcile_total{cluster="east",…}` beside the process's own series,
+    /// which keep their labels. Of two clusters served under one name, the first is served.
+    pub(crate) fn serve_cluster(
+        &self,
+        name: &str,
+        cluster: Metrics,
+        ready: ReadyCheck,
+    ) -> ServedCluster {
+        self.clusters.add(name, cluster, ready)
     }
 
     /// The work queue of the controller `name`, whose `workqueue_*` series (at zero) appear at once.
@@ -355,8 +395,14 @@ impl Metrics {
         latency.observe(elapsed.as_secs_f64());
     }
 
-    /// Every metric in the Prometheus text format (OpenMetrics flavour, see [`CONTENT_TYPE`]).
+    /// Every metric in the Prometheus text format (OpenMetrics flavour, see [`CONTENT_TYPE`]),
+    /// with the series of the engaged clusters of the process's fleets, each labelled `cluster`.
     pub fn encode(&self) -> String {
+        self.clusters.merge_into(self.encode_own())
+    }
+
+    /// These metrics alone, without the clusters served.
+    fn encode_own(&self) -> String {
         let queues = self.queue.queues.lock().unwrap_or_else(|e| e.into_inner());
         queues.iter().for_each(WorkQueue::refresh);
         drop(queues);

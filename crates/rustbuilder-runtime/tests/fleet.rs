@@ -1,7 +1,8 @@
 //! Fleets on three real control planes (`alpha`, `bravo`, `charlie`): clusters engaged from a
 //! kubeconfig directory and from kubeconfig Secrets, added and removed while the fleet runs, one
 //! whose API server dies and comes back, and one whose kubeconfig changes; every engagement only
-//! while the process leads, and no watch left open by a cluster that went.
+//! while the process leads, no watch left open by a cluster that went, and each engaged cluster's
+//! series on the process's `/metrics`, labelled with its name, until it goes.
 //!
 //! The three control planes start once, in one test (an env's processes die with the thread that
 //! started it, so tests cannot share envs); each part below is one scenario, run in turn, and says
@@ -9,7 +10,8 @@
 
 mod support;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -29,7 +31,7 @@ use rustbuilder_runtime::fleet::{
 };
 use rustbuilder_runtime::manager::ManagerArgs;
 use serde_json::{Value, json};
-use support::eventually;
+use support::{Scheme, eventually, free_address, sample};
 
 const MANAGER: &str = "fleet-test";
 const LEASE: &str = "fleet-test.example.com";
@@ -192,13 +194,16 @@ fn embedded_kubeconfig(env: &TestEnv) -> Vec<u8> {
     serde_json::to_vec(&kubeconfig).unwrap()
 }
 
-/// A manager process on `env` with leader election, as an operator's `main` starts it.
-async fn leader_elected_manager(env: &TestEnv) -> Manager {
+/// A manager process on `env` with leader election, as an operator's `main` starts it, serving
+/// `/metrics` over plain HTTP on `metrics` (`0`: not at all).
+async fn leader_elected_manager(env: &TestEnv, metrics: &str) -> Manager {
     let args = Args::try_parse_from([
         "fleet-test",
         "--leader-elect",
         "--health-probe-bind-address=0",
         "--leader-election-namespace=default",
+        &format!("--metrics-bind-address={metrics}"),
+        "--metrics-secure=false",
     ])
     .unwrap()
     .manager;
@@ -233,6 +238,39 @@ fn copy_kubeconfig(env: &TestEnv, dir: &Path, cluster: &str) {
 
 const FAST: Duration = Duration::from_secs(10);
 
+/// The process's `/metrics`, checked to be one exposition: each family described once, and each
+/// series (name and labels) once.
+async fn scrape(address: SocketAddr) -> String {
+    let got = support::get(address, &Scheme::Http, "/metrics", None).await;
+    let (status, text) = got.unwrap_or_else(|e| panic!("GET /metrics: {e}"));
+    assert_eq!(status, 200, "GET /metrics: {text}");
+    let mut seen = BTreeSet::new();
+    let keys = text
+        .lines()
+        .filter(|l| l.starts_with("# TYPE ") || !l.starts_with('#'));
+    for key in keys
+        .filter_map(|line| line.rsplit_once(' '))
+        .map(|(key, _)| key)
+    {
+        assert!(seen.insert(key), "twice in /metrics: {key}\n{text}");
+    }
+    text
+}
+
+/// The successful reconciles of the `stamp` controller in `cluster`, from `/metrics`.
+fn stamped_in(metrics: &str, cluster: &str) -> f64 {
+    let series = format!(
+        r#"controller_runtime_reconcile_total{{cluster="{cluster}",controller="stamp",result="success"}}"#
+    );
+    sample(metrics, &series).unwrap_or(0.0)
+}
+
+/// The samples of `/metrics` labelled with `cluster`.
+fn series_of<'a>(metrics: &'a str, cluster: &str) -> Vec<&'a str> {
+    let label = format!(r#"cluster="{cluster}""#);
+    metrics.lines().filter(|l| l.contains(&label)).collect()
+}
+
 #[tokio::test]
 async fn a_fleet_follows_clusters_that_come_go_fail_and_recover() {
     if let Ok(filter) = std::env::var("TEST_LOG") {
@@ -260,7 +298,8 @@ async fn a_fleet_follows_clusters_that_come_go_fail_and_recover() {
         "current-context": "x"}"#;
     std::fs::write(dir.path().join("nowhere.yaml"), nowhere).unwrap();
 
-    let leader = leader_elected_manager(&alpha).await;
+    let metrics = free_address();
+    let leader = leader_elected_manager(&alpha, &metrics.to_string()).await;
     let by_dir: Engagements = Engagements::default();
     let provider = KubeconfigDir::new(dir.path()).interval(Duration::from_millis(300));
     let dir_fleet = Fleet::new(&leader, provider, stamper(BY_DIR, by_dir.clone()));
@@ -272,7 +311,7 @@ async fn a_fleet_follows_clusters_that_come_go_fail_and_recover() {
     let leading = tokio::spawn(leader.controllers().run());
 
     // -- A standby replica engages nothing while the other leads.
-    let standby = leader_elected_manager(&alpha).await;
+    let standby = leader_elected_manager(&alpha, "0").await;
     let by_standby: Engagements = Engagements::default();
     let static_list = StaticClusters::new().cluster("alpha", config_of(&alpha).await);
     let standby_fleet = Fleet::new(&standby, static_list, stamper(BY_DIR, by_standby.clone()));
@@ -285,6 +324,45 @@ async fn a_fleet_follows_clusters_that_come_go_fail_and_recover() {
         assert!(took.is_some(), "at start: {cluster} was not reconciled");
     }
     assert_eq!(names(&dir_fleet), ["alpha", "bravo", "nowhere"]);
+
+    // -- The process's /metrics: each cluster's series with its name, the process's own as they
+    // were, and whether each cluster is ready.
+    let text = scrape(metrics).await;
+    for cluster in ["alpha", "bravo"] {
+        assert!(
+            stamped_in(&text, cluster) >= 1.0,
+            "/metrics: no reconcile counted in {cluster}:\n{text}"
+        );
+        let requests = format!(r#"rest_client_requests_total{{cluster="{cluster}",code="200""#);
+        assert!(
+            text.lines().any(|l| l.starts_with(&requests)),
+            "/metrics: no request of {cluster}'s client:\n{text}"
+        );
+        let ready = format!(r#"fleet_cluster_ready{{cluster="{cluster}"}}"#);
+        assert_eq!(sample(&text, &ready), Some(1.0), "{ready}:\n{text}");
+    }
+    let nowhere = r#"fleet_cluster_ready{cluster="nowhere"}"#;
+    assert_eq!(sample(&text, nowhere), Some(0.0), "{nowhere}:\n{text}");
+    let own = r#"leader_election_master_status{name="fleet-test.example.com"}"#;
+    assert_eq!(
+        sample(&text, own),
+        Some(1.0),
+        "the process's own series:\n{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with(r#"rest_client_requests_total{code="200",method="GET",host="#)),
+        "the process's own requests, unlabelled:\n{text}"
+    );
+    let per_cluster = |l: &&str| l.starts_with("process_") || l.starts_with("leader_election");
+    let mislabelled: Vec<&str> = series_of(&text, "alpha")
+        .into_iter()
+        .filter(per_cluster)
+        .collect();
+    assert!(
+        mislabelled.is_empty(),
+        "process-wide series per cluster: {mislabelled:?}"
+    );
     // The cluster nobody answers for keeps /readyz failing, naming it, and it alone.
     let only_nowhere = |ready: &Result<(), String>| {
         ready
@@ -303,6 +381,12 @@ async fn a_fleet_follows_clusters_that_come_go_fail_and_recover() {
         ready,
         "not ready once the unreachable cluster went: {:?}",
         leader.ready()
+    );
+    let text = scrape(metrics).await;
+    let left = series_of(&text, "nowhere");
+    assert!(
+        left.is_empty(),
+        "/metrics: nowhere went, its series stay: {left:?}"
     );
     assert!(
         standby_fleet.clusters().is_empty() && engaged(&by_standby, "alpha") == 0,
@@ -325,6 +409,11 @@ async fn a_fleet_follows_clusters_that_come_go_fail_and_recover() {
         configmap_watches(&c).await > idle.2,
         "charlie engaged without a watch"
     );
+    let text = scrape(metrics).await;
+    assert!(
+        stamped_in(&text, "charlie") >= 1.0,
+        "/metrics: charlie's reconciles not counted:\n{text}"
+    );
     eprintln!("scenario 'added' took {:?}", scenario.elapsed());
 
     // -- charlie's file goes: disengaged, and its API server serves none of our watches.
@@ -336,6 +425,13 @@ async fn a_fleet_follows_clusters_that_come_go_fail_and_recover() {
     assert!(charlie_manager.is_shutting_down());
     let watching = watches_become(&c, idle.2, FAST).await;
     assert_eq!(watching, idle.2, "removed: charlie's watch stays open");
+    let text = scrape(metrics).await;
+    let left = series_of(&text, "charlie");
+    assert!(left.is_empty(), "removed: charlie's series stay: {left:?}");
+    assert!(
+        stamped_in(&text, "alpha") >= 1.0,
+        "removed: alpha's series went too"
+    );
     eprintln!("scenario 'removed' took {:?}", scenario.elapsed());
 
     // -- bravo's API server dies, and bravo is engaged again (its kubeconfig changes) while it is
@@ -383,6 +479,12 @@ async fn a_fleet_follows_clusters_that_come_go_fail_and_recover() {
     );
     let took = stamped_within(&b, "bravo-2", BY_DIR, "bravo", FAST).await;
     assert!(took.is_some(), "changed kubeconfig: bravo not reconciled");
+    // The old engagement's series went with it: bravo's are on /metrics once (`scrape` checks).
+    let text = scrape(metrics).await;
+    assert!(
+        stamped_in(&text, "bravo") >= 1.0,
+        "changed kubeconfig:\n{text}"
+    );
     let watching = watches_become(&b, idle.1 + 1, FAST).await;
     assert_eq!(
         watching,
@@ -416,8 +518,13 @@ async fn a_fleet_follows_clusters_that_come_go_fail_and_recover() {
     let took = stamped_within(&c, "charlie-2", BY_SECRET, "charlie", FAST).await;
     assert!(took.is_some(), "Secret created: charlie was not reconciled");
     assert_eq!(names(&secret_fleet), ["charlie"]);
-    // One watch of charlie's ConfigMaps for each fleet it is in.
+    // One watch of charlie's ConfigMaps for each fleet it is in; on /metrics, charlie once.
     assert_eq!(configmap_watches(&c).await, idle.2 + 2);
+    let text = scrape(metrics).await;
+    assert!(
+        stamped_in(&text, "charlie") >= 1.0,
+        "/metrics: charlie in two fleets:\n{text}"
+    );
     secrets
         .delete("charlie-kubeconfig", &DeleteParams::default())
         .await
@@ -437,6 +544,12 @@ async fn a_fleet_follows_clusters_that_come_go_fail_and_recover() {
     let stopped = tokio::time::timeout(FAST, leading).await;
     assert!(matches!(stopped, Ok(Ok(Ok(())))), "leader: {stopped:?}");
     assert!(dir_fleet.clusters().is_empty(), "{:?}", names(&dir_fleet));
+    let text = scrape(metrics).await;
+    let left: Vec<&str> = text.lines().filter(|l| l.contains("cluster=")).collect();
+    assert!(
+        left.is_empty(),
+        "shut down: clusters' series stay: {left:?}"
+    );
     assert_eq!(
         watches_become(&a, idle.0, FAST).await,
         idle.0,

@@ -44,13 +44,17 @@
 //! (owner references cannot cross clusters) and deleting them before their owner goes.
 //!
 //! Each cluster's manager has the process manager's name (its field manager and event reporter),
-//! identity and `--watch-namespace`, and metrics of its own, not served yet: `/metrics` shows the
-//! process's own series and each cluster's `rest_client_*` requests are not among them.
+//! identity and `--watch-namespace`, and metrics of its own, which the process's `/metrics` serves
+//! while the cluster is engaged: the same families, each series labelled `cluster="<name>"`
+//! (`controller_runtime_reconcile_total{cluster="east",controller="configmap",…}`), beside the
+//! process's own series, whose labels do not change; and `fleet_cluster_ready{cluster}`, 1 once the
+//! cluster's caches have synced.
 
 mod args;
 mod cluster;
 mod kubeconfig_dir;
 mod kubeconfig_secrets;
+mod metrics;
 mod provider;
 mod spread;
 mod static_list;
@@ -111,6 +115,8 @@ struct Member {
     cluster: Cluster,
     /// Set once the cluster's controllers have stopped (on their own, or at disengagement).
     stopped: Arc<AtomicBool>,
+    /// The cluster's series on the process's `/metrics`, removed with the member.
+    _series: crate::metrics::ServedCluster,
 }
 
 impl fmt::Debug for Fleet {
@@ -294,6 +300,7 @@ impl Running {
         let cluster = Cluster::new(name, manager);
         let stopped = Arc::new(AtomicBool::new(false));
         let member = Member {
+            _series: metrics::serve(&self.shared.process, &cluster, stopped.clone()),
             cluster: cluster.clone(),
             stopped: stopped.clone(),
         };

@@ -565,10 +565,11 @@ impl Manager {
 
     /// A bare manager for another cluster, reached with `config`: this one's name (the field
     /// manager of its applies), identity and watched namespace, and its own client, caches,
-    /// readiness and shutdown. Its metrics are its own and not served. No leader election of its
-    /// own: whoever makes it decides when it may run.
+    /// readiness and shutdown. Its metrics are its own (without the `process_*` ones): whoever
+    /// makes it serves them with this one's ([`Metrics::serve_cluster`]). No leader election of
+    /// its own: whoever makes it decides when it may run.
     pub(crate) fn for_cluster(&self, config: kube::Config) -> Result<Manager, Error> {
-        let metrics = Metrics::new();
+        let metrics = Metrics::of_cluster();
         let (name, identity) = (self.name(), self.identity());
         let client = counted_client(config, &metrics, &Fence::new(), name, identity)?;
         let namespace = self.inner.watch_namespace.clone();
