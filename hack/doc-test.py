@@ -297,10 +297,17 @@ def run_blocks(path, shell, workdir, env):
             if status != 0:
                 failures.append(f"{path}:{line}: exited with {status}:\n{last_output[-3000:]}")
                 break
-            # A project the block made keeps the runtime cargo built for the others (see the script).
+            # A project the block made keeps the runtime cargo built for the others (see the script), and
+            # starts from its golden project's Cargo.lock, the versions CI tests, as the Kubebuilder scripts
+            # of tests/ do: resolved afresh, a tutorial would rebuild what a newer release of a dependency
+            # changes on the day it is published.
             here = shell.cwd()
             if os.path.isdir(os.path.join(here, "rustbuilder", "runtime")):
                 subprocess.run([os.path.join(ROOT, "hack", "vendored-runtime-times.sh"), here], check=True)
+            golden_lock = os.path.join(ROOT, "testdata", os.path.basename(here), "Cargo.lock")
+            if os.path.isfile(os.path.join(here, "Cargo.toml")) and not os.path.exists(os.path.join(here, "Cargo.lock")) \
+                    and os.path.isfile(golden_lock):
+                shutil.copyfile(golden_lock, os.path.join(here, "Cargo.lock"))
         elif kind == "write":
             dest, source = WRITE.match(argument).groups()
             target = os.path.join(shell.cwd(), dest)
