@@ -366,31 +366,31 @@ fn generated_projects_write_the_crds_they_came_from() {
         let started = Instant::now();
         // Generated first, then its manifests written, with its vendored runtime as old as its source
         // in between (see `vendored_runtime_times`), so cargo builds that runtime once for all cases.
-        let generated = with_shared_build_dir(env!("CARGO_BIN_EXE_rustbuilder"))
-            .args(["alpha", "generate", "--skip-manifests", "--input-dir"])
-            .arg(&input)
-            .arg("--output-dir")
-            .arg(&output)
-            .output()
-            .unwrap();
-        assert!(
-            generated.status.success(),
-            "{}: alpha generate failed:\n{}",
-            case.name,
-            String::from_utf8_lossy(&generated.stderr)
-        );
+        let rustbuilder = |args: &[&str]| {
+            let run = with_shared_build_dir(env!("CARGO_BIN_EXE_rustbuilder"))
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(
+                run.status.success(),
+                "{}: `rustbuilder {}` failed:\n{}",
+                case.name,
+                args.join(" "),
+                String::from_utf8_lossy(&run.stderr)
+            );
+        };
+        let (input, output_dir) = (input.to_str().unwrap(), output.to_str().unwrap());
+        rustbuilder(&[
+            "alpha",
+            "generate",
+            "--skip-manifests",
+            "--input-dir",
+            input,
+            "--output-dir",
+            output_dir,
+        ]);
         vendored_runtime_times(&output);
-        let manifests = with_shared_build_dir(env!("CARGO_BIN_EXE_rustbuilder"))
-            .args(["manifests", "--dir"])
-            .arg(&output)
-            .output()
-            .unwrap();
-        assert!(
-            manifests.status.success(),
-            "{}: manifests failed:\n{}",
-            case.name,
-            String::from_utf8_lossy(&manifests.stderr)
-        );
+        rustbuilder(&["manifests", "--dir", output_dir]);
         eprintln!(
             "{}: generated and wrote its manifests in {:.0?}",
             case.name,
