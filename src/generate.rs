@@ -153,35 +153,37 @@ mod tests {
         fs::metadata(path).unwrap().modified().unwrap()
     }
 
+    /// Writes each (path, text) under `root`; returns the paths written.
+    fn write_files(root: &Path, files: &[(&str, &str)]) -> Vec<std::path::PathBuf> {
+        let write = |(path, text): &(&str, &str)| {
+            let path = root.join(path);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(&path, text).unwrap();
+            path
+        };
+        files.iter().map(write).collect()
+    }
+
     #[test]
     fn regenerated_files_keep_their_time_only_when_their_text_is_the_same() {
         let dir = tempfile::tempdir().unwrap();
         let (output, staging) = (dir.path().join("output"), dir.path().join("staging"));
         let long_ago = SystemTime::UNIX_EPOCH + Duration::from_secs(1_600_000_000);
-        for (path, text) in [
+        let old = [
             ("src/same.rs", "same"),
             ("src/changed.rs", "old"),
             ("gone.rs", ""),
-        ] {
-            let path = output.join(path);
-            fs::create_dir_all(path.parent().unwrap()).unwrap();
-            fs::write(&path, text).unwrap();
-            fs::File::options()
-                .write(true)
-                .open(&path)
-                .unwrap()
-                .set_modified(long_ago)
-                .unwrap();
+        ];
+        for path in write_files(&output, &old) {
+            let file = fs::File::options().write(true).open(path).unwrap();
+            file.set_modified(long_ago).unwrap();
         }
-        for (path, text) in [
+        let new = [
             ("src/same.rs", "same"),
             ("src/changed.rs", "new"),
             ("new.rs", ""),
-        ] {
-            let path = staging.join(path);
-            fs::create_dir_all(path.parent().unwrap()).unwrap();
-            fs::write(&path, text).unwrap();
-        }
+        ];
+        write_files(&staging, &new);
 
         replace_contents(&staging, &output).unwrap();
 
