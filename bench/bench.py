@@ -89,6 +89,9 @@ OWNED_CACHE = "manager.owned::<Deployment>()"
 # the operator starts, as the other workloads of a shared cluster would: what the default cache holds and
 # the labelled one does not.
 FOREIGN = int(os.environ.get("BENCH_FOREIGN", "0"))
+# BENCH_RUST_BASE=FILE: "rust-base" runs that Rust operator binary (a dist build kept from before a change,
+# say), so that one run measures the change side by side with what it replaces.
+RUST_BASE = os.environ.get("BENCH_RUST_BASE")
 FOREIGN_NS = "bench-foreign"
 SHARD_GATE = "ShardedListAndWatch"
 SHARD_GATE_ON = os.environ.get("BENCH_SHARD_GATE", "1") != "0"
@@ -270,6 +273,10 @@ def operators():
 
 
 def rust_manager(operator="rust"):
+    if operator == "rust-base":
+        if not RUST_BASE:
+            die("the rust-base operator runs the binary BENCH_RUST_BASE names: set it")
+        return Path(RUST_BASE)
     return RUST_BIN / {"rust-1": "manager-1-worker", "rust-labelled": "manager-labelled"}.get(operator, "manager")
 
 
@@ -1304,6 +1311,7 @@ def cmd_run():
     # What the chosen operators need (the plain client needs only the local cluster).
     binaries = {"rust": rust_manager("rust"), "rust-1": rust_manager("rust-1"), "rust-3": rust_manager("rust"),
                 "rust-labelled": rust_manager("rust-labelled"),
+                **({"rust-base": rust_manager("rust-base")} if "rust-base" in ops else {}),
                 "go": GO_CACHE / "manager", "go-16": GO_CACHE / "manager-16-workers"}
     needed = [RUSTBUILDER, RUST_BIN / "envtest"] + [binaries[op] for op in ops if op in binaries]
     if not all(p.exists() for p in needed):
@@ -1360,6 +1368,7 @@ def fmt_range(xs, f="{:.1f}"):
 # Rows of the report, in order.
 OPERATORS = {"rust": "rust (16 workers: default)", "rust-1": "rust, 1 worker",
              "rust-labelled": "rust, labelled Deployment cache",
+             "rust-base": "rust, the BENCH_RUST_BASE build",
              "rust-3": "rust, 3 sharded replicas (RSS, CPU: their sum)", "go": "go (1 worker: default)",
              "go-16": "go, 16 workers", "baseline": "plain client"}
 
@@ -1504,7 +1513,7 @@ def cmd_report():
         keys = sorted({k for op in ops for p in by[(cluster, nmax, op)][0]["phases"].values()
                        for k, v in requests_of(p, op).items() if v})
         label = {"rust": "Rust", "rust-1": "Rust 1w", "rust-3": "Rust ×3", "rust-labelled": "Rust lab.",
-                 "go": "Go", "go-16": "Go 16w",
+                 "rust-base": "Rust base", "go": "Go", "go-16": "Go 16w",
                  "baseline": "plain"}
         lines.append("| verb resource | " + " | ".join(f"{label[op]} {ph}" for op in ops
                                                        for ph in ("create", "scale", "idle")) + " |")

@@ -763,9 +763,9 @@ fn secret(name: &str, owner: Option<&ConfigMap>, tier: &str) -> Secret {
     }
 }
 
-/// However many users ask, a manager keeps one watch and one store per kind and selector. A cache
-/// finds an owner's children through its index and objects by label, and a late reader of its
-/// changes first gets what it holds.
+/// However many users ask, a manager keeps one watch and one store per kind, selector and storage
+/// (owned caches are packed, the others typed). A cache finds an owner's children through its index
+/// and objects by label, and a late reader of its changes first gets what it holds: packed, too.
 #[tokio::test]
 async fn caches_are_shared_one_watch_per_kind_and_selector() {
     let env = TestEnv::builder().start().await;
@@ -780,10 +780,14 @@ async fn caches_are_shared_one_watch_per_kind_and_selector() {
     let ours = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGER}"));
     let same = manager.cache_with(Api::<Secret>::all(client.clone()), ours);
     let all = [manager.cache::<Secret>(), manager.cache::<Secret>()];
-    assert!(owned[0].same_as(&owned[1]) && owned[1].same_as(&same));
+    assert!(owned[0].same_as(&owned[1]) && !owned[1].same_as(&same));
     assert!(all[0].same_as(&all[1]) && !all[0].same_as(&same));
-    // The default owned cache holds every Secret: the same cache as `cache`.
-    assert!(manager.owned::<Secret>().same_as(&all[0]));
+    // Owned caches keep their objects packed, and have no kube `Store` to hand out.
+    assert!(owned[0].is_packed() && owned[0].store().is_none());
+    assert!(!all[0].is_packed() && all[0].store().is_some());
+    // The default owned cache holds every Secret, packed: not the typed cache of them all.
+    let every = manager.owned::<Secret>();
+    assert!(every.same_as(&manager.owned::<Secret>()) && !every.same_as(&all[0]));
     // A controller of Secrets joins the cache of all of them.
     manager
         .controllers()
@@ -792,16 +796,18 @@ async fn caches_are_shared_one_watch_per_kind_and_selector() {
             Arc::new(()),
         ));
     let running = tokio::spawn(manager.controllers().run());
-    let synced = async || all[0].is_synced() && owned[0].is_synced() && manager.ready().is_ok();
+    let synced = async || {
+        all[0].is_synced() && owned[0].is_synced() && every.is_synced() && manager.ready().is_ok()
+    };
     assert!(
         eventually(Duration::from_secs(30), synced).await,
         "{:?}",
         manager.ready()
     );
-    let counted = async || watches(&client, "secrets").await == before + 2;
+    let counted = async || watches(&client, "secrets").await == before + 4;
     assert!(
         eventually(Duration::from_secs(10), counted).await,
-        "{} watches of secrets besides the API server's {before}, not one per selector",
+        "{} watches of secrets besides the API server's {before}, not one per selector and storage",
         watches(&client, "secrets").await - before
     );
 

@@ -40,7 +40,7 @@ use serde::de::DeserializeOwned;
 use tracing::{debug, info, warn};
 
 use crate::backoff::ErrorBackoff;
-use crate::cache::{self, Cache, Caches, Completeness};
+use crate::cache::{self, Cache, Caches, Completeness, Storage};
 use crate::events::EventType;
 use crate::events::Events;
 use crate::metrics::Metrics;
@@ -416,7 +416,9 @@ where
             watcher_config,
             host.shard.as_ref(),
             ShardKey::Uid,
+            Storage::Typed,
         );
+        let store = cache.store().expect("a typed cache has a store");
         if !host.leading().await {
             return;
         }
@@ -435,9 +437,9 @@ where
         let triggers = futures::stream::select_all(triggers).boxed();
         let triggers = futures::stream::select(objects, triggers);
         let prioritized =
-            priority::Prioritized::new(triggers, cache.store(), concurrency, queue.clone());
+            priority::Prioritized::new(triggers, store.clone(), concurrency, queue.clone());
         let admitted = prioritized.admitted();
-        let mut controller = Controller::for_shared_stream(prioritized, cache.store())
+        let mut controller = Controller::for_shared_stream(prioritized, store.clone())
             .with_config(config)
             .graceful_shutdown_on(host.shutdown_signal());
         for customize in customizations {
@@ -456,7 +458,7 @@ where
         let shard = host.shard.clone();
         let reads: Arc<[Completeness]> =
             std::iter::once(cache.completeness()).chain(reads).collect();
-        let (store, stopping) = (cache.store(), host.clone());
+        let stopping = host.clone();
         let checked = move |triggered: Arc<K>, ctx: Arc<C>| {
             let (reconcile, reset, events) = (reconcile.clone(), reset.clone(), events.clone());
             let (queue, done, shard) = (working.clone(), done.clone(), shard.clone());

@@ -22,12 +22,13 @@ use kube::api::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::watcher;
 use kube::{Client, Resource};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::{Instrument, error, info, warn};
 
-use crate::cache::{self, Cache, Caches};
+use crate::cache::{self, Cache, Caches, Storage};
 use crate::controller::{self, Builder};
 use crate::events::Events;
 use crate::metrics::Metrics;
@@ -371,16 +372,17 @@ impl Manager {
     {
         self.inner
             .caches
-            .get_or_start(&self.cache_host(), api, config)
+            .get_or_start(&self.cache_host(), api, config, Storage::Typed)
     }
 
     /// [`Manager::cache_with`], holding only this replica's part of the objects (placed by `key`)
-    /// when it runs with `--sharding`.
+    /// when it runs with `--sharding`, and keeping them as `storage` says.
     pub(crate) fn cache_of_shard<K>(
         &self,
         api: Api<K>,
         config: watcher::Config,
         key: ShardKey,
+        storage: Storage<K>,
     ) -> Cache<K>
     where
         K: Resource<DynamicType = ()>
@@ -396,7 +398,7 @@ impl Manager {
         let shard = self.shard();
         self.inner
             .caches
-            .get_or_start_for(&host, api, config, shard, key)
+            .get_or_start_for(&host, api, config, shard, key, storage)
     }
 
     /// The cache of the objects of kind `K` this manager's controllers own (see [`Owned`]): every
@@ -413,6 +415,7 @@ impl Manager {
             + Clone
             + fmt::Debug
             + DeserializeOwned
+            + Serialize
             + Send
             + Sync
             + 'static,
@@ -421,7 +424,12 @@ impl Manager {
         // With `--sharding`, only this replica's part: each child goes with its controller owner,
         // placed by the cache on receipt (the API server cannot select by an owner).
         let config = watcher::Config::default();
-        let objects = self.cache_of_shard(self.api::<K>(), config, ShardKey::ControllerOwner);
+        let objects = self.cache_of_shard(
+            self.api::<K>(),
+            config,
+            ShardKey::ControllerOwner,
+            Storage::packed(),
+        );
         let holds = match self.shard() {
             None => Holds::Every,
             Some(_) => Holds::Shard,
@@ -445,6 +453,7 @@ impl Manager {
             + Clone
             + fmt::Debug
             + DeserializeOwned
+            + Serialize
             + Send
             + Sync
             + 'static,
@@ -453,7 +462,12 @@ impl Manager {
         let config = watcher::Config::default().labels(&owned::ours(self.name()));
         // With `--sharding`, only the children of this replica's objects: the manager's `apply`
         // labels each with its owner's bucket, and the API server selects by it.
-        let objects = self.cache_of_shard(self.api::<K>(), config, ShardKey::OwnerBucket);
+        let objects = self.cache_of_shard(
+            self.api::<K>(),
+            config,
+            ShardKey::OwnerBucket,
+            Storage::packed(),
+        );
         let holds = match self.shard() {
             None => Holds::Labelled,
             Some(_) => Holds::LabelledShard,

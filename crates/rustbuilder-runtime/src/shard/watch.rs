@@ -9,7 +9,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::Resource;
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::{self, Event, watcher};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
@@ -63,9 +63,12 @@ impl ShardKey {
 
 type Events<K> = BoxStream<'static, Result<Event<K>, watcher::Error>>;
 
+/// Whether the cache holds an object of that name.
+pub(crate) type Cached<K> = Arc<dyn Fn(&ObjectRef<K>) -> bool + Send + Sync>;
+
 /// The events of a watch of `api` with `config` that keeps to the ranges `state` holds, starting
-/// over (a new list, which replaces the store's contents) each time they change. `store` is the
-/// cache's own, to turn an object that moves out of the ranges into a deletion; `listing` is set
+/// over (a new list, which replaces the store's contents) each time they change. `cached` tells
+/// whether the cache holds an object, to turn one that moves out of the ranges into a deletion; `listing` is set
 /// to the ranges of each watch as it starts, so that the cache knows which ranges a list it
 /// completes holds.
 pub(crate) fn events<K>(
@@ -73,7 +76,7 @@ pub(crate) fn events<K>(
     config: watcher::Config,
     mut state: watch::Receiver<ShardState>,
     key: ShardKey,
-    store: Store<K>,
+    cached: Cached<K>,
     lease_namespace: String,
     listing: &Arc<Mutex<Ranges>>,
 ) -> impl Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static
@@ -97,14 +100,14 @@ where
         };
         let held = state.borrow_and_update().held.clone();
         *lock(&listing) = held.clone();
-        let current = watch_ranges(&api, &config, filtering, &held, key, &store);
+        let current = watch_ranges(&api, &config, filtering, &held, key, &cached);
         let switching = Switching {
             listing,
             api,
             config,
             filtering,
             key,
-            store,
+            cached,
             state,
             held,
             current,
@@ -142,7 +145,7 @@ struct Switching<K: Resource<DynamicType = ()> + 'static> {
     config: watcher::Config,
     filtering: Filtering,
     key: ShardKey,
-    store: Store<K>,
+    cached: Cached<K>,
     state: watch::Receiver<ShardState>,
     held: Ranges,
     current: Events<K>,
@@ -171,7 +174,7 @@ where
                     if held != self.held {
                         info!(kind = self.kind, ranges = %held, "the shard changed; listing again");
                         *lock(&self.listing) = held.clone();
-                        self.current = watch_ranges(&self.api, &self.config, self.filtering, &held, self.key, &self.store);
+                        self.current = watch_ranges(&self.api, &self.config, self.filtering, &held, self.key, &self.cached);
                         self.held = held;
                     }
                 }
@@ -188,7 +191,7 @@ fn watch_ranges<K>(
     filtering: Filtering,
     held: &Ranges,
     key: ShardKey,
-    store: &Store<K>,
+    cached: &Cached<K>,
 ) -> Events<K>
 where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
@@ -213,13 +216,13 @@ where
             None => buckets,
         });
     }
-    let (held, store) = (held.clone(), store.clone());
+    let (held, cached) = (held.clone(), cached.clone());
     // Filtered here too when the server selects: the same hash (or buckets that hold a little more).
     watcher(api, config)
         .default_backoff()
         .filter_map(move |event| {
             let kept = match event {
-                Ok(event) => keep(event, &held, key, &store).map(Ok),
+                Ok(event) => keep(event, &held, key, &cached).map(Ok),
                 Err(error) => Some(Err(error)),
             };
             futures::future::ready(kept)
@@ -229,12 +232,12 @@ where
 
 /// The event as the cache of `held` sees it: an object outside the ranges is left out, or
 /// deleted if the cache holds it (it moved out, e.g. to another owner).
-fn keep<K>(event: Event<K>, held: &Ranges, key: ShardKey, store: &Store<K>) -> Option<Event<K>>
+fn keep<K>(event: Event<K>, held: &Ranges, key: ShardKey, cached: &Cached<K>) -> Option<Event<K>>
 where
     K: Resource<DynamicType = ()> + Clone,
 {
     let inside = |object: &K| held.contains(key.hash_of(object));
-    let cached = |object: &K| store.get(&ObjectRef::from_obj(object)).is_some();
+    let cached = |object: &K| cached(&ObjectRef::from_obj(object));
     match event {
         Event::Apply(object) if inside(&object) => Some(Event::Apply(object)),
         Event::Apply(object) | Event::Delete(object) if cached(&object) => {
@@ -313,7 +316,8 @@ mod tests {
         let (inside, outside) = uids(&held.ranges()[0]);
         let (reader, mut writer) = kube::runtime::reflector::store();
         let key = ShardKey::ControllerOwner;
-        let kept = |event| keep(event, &held, key, &reader);
+        let cached: Cached<_> = Arc::new(move |key| reader.get(key).is_some());
+        let kept = |event| keep(event, &held, key, &cached);
 
         let ours = object("a", "x", Some(&inside));
         assert!(matches!(

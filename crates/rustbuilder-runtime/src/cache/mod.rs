@@ -1,4 +1,4 @@
-//! Shared caches of Kubernetes objects, on kube's own [`reflector::Store`].
+//! Shared caches of Kubernetes objects, on kube's own [`Store`], or packed.
 //!
 //! A [`Cache<K>`] holds the objects of kind `K` that one watch lists: all those a manager watches
 //! ([`Manager::cache`](crate::Manager::cache)), or those matching a label or field selector ([`Manager::cache_with`](crate::Manager::cache_with),
@@ -37,6 +37,14 @@
 //! Objects are kept as kube decodes them, less their managed fields (a large tree of every field
 //! each writer set): only this manager's own apply entries (the object's and its status') stay, as
 //! JSON text, which [`apply`](crate::apply) reads to tell what an apply would change.
+//!
+//! The caches of owned objects ([`Manager::owned`](crate::Manager::owned)) keep each one *packed*:
+//! its JSON, LZ4-compressed, decoded again when read ([`Cache::is_packed`]). A typed object is quick
+//! to read and large (a `Deployment` is a struct of many empty fields and small strings each
+//! allocated on its own); packed it takes a fraction of that, for tens of microseconds per read. A
+//! controller reads a child once per reconcile of its owner while the cache holds every child all
+//! the time, so owned caches are packed; the others, which kube's controller reads from a
+//! [`Store`], stay typed.
 
 use std::any::{Any, TypeId};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -50,7 +58,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1;
 use kube::api::Api;
 use kube::core::{Selector, SelectorExt};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher::{self, watcher};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -61,7 +69,12 @@ use futures::future::{BoxFuture, Shared as SharedFuture};
 
 use crate::metrics::Metrics;
 use crate::ownership::controller_of;
+
+pub(crate) mod objects;
+
 use crate::shard::{Ranges, Shard, ShardKey, ShardState};
+pub(crate) use objects::Storage;
+use objects::{Kept, Objects, ObjectsWriter, PackedObject};
 
 /// What a cache needs from the process it runs in: the field manager whose apply entries it keeps,
 /// the metrics, when to stop, and whom to tell once it holds its first list. The manager makes one
@@ -172,7 +185,7 @@ struct Shared<K>
 where
     K: Resource<DynamicType = ()> + 'static,
 {
-    store: Store<K>,
+    objects: Objects<K>,
     owners: RwLock<OwnerIndex<K>>,
     subscribers: Mutex<Vec<Weak<Subscriber<K>>>>,
     listed: AtomicBool,
@@ -254,24 +267,52 @@ impl Debug for Completeness {
 /// its latest change. Bounded by the number of objects, however far the reader falls behind.
 struct Subscriber<K: Resource<DynamicType = ()> + 'static> {
     pending: Mutex<Pending<K>>,
+    /// The cache's objects, to decode a packed one when it is read.
+    objects: Objects<K>,
 }
 
 struct Pending<K: Resource<DynamicType = ()> + 'static> {
     /// Objects in the order they first changed since the last read.
     order: VecDeque<ObjectRef<K>>,
-    latest: HashMap<ObjectRef<K>, (Change<K>, Origin)>,
+    latest: HashMap<ObjectRef<K>, (Unread<K>, Origin)>,
     /// The reader waiting for the next change.
     waker: Option<Waker>,
 }
 
-impl<K: Resource<DynamicType = ()>> Subscriber<K> {
-    fn new() -> Self {
+/// A change a reader has not read yet: an object listed from a packed cache stays packed until
+/// then, so that a list handed to many readers costs no decoding until each reads it.
+enum Unread<K> {
+    Change(Change<K>),
+    Listed(PackedObject),
+}
+
+impl<K> Clone for Unread<K> {
+    fn clone(&self) -> Self {
+        match self {
+            Unread::Change(change) => Unread::Change(change.clone()),
+            Unread::Listed(object) => Unread::Listed(object.clone()),
+        }
+    }
+}
+
+impl<K> From<Kept<K>> for Unread<K> {
+    fn from(kept: Kept<K>) -> Self {
+        match kept {
+            Kept::Typed(object) => Unread::Change(Change::Applied(object)),
+            Kept::Packed(object) => Unread::Listed(object),
+        }
+    }
+}
+
+impl<K: Resource<DynamicType = ()> + Clone> Subscriber<K> {
+    fn new(objects: Objects<K>) -> Self {
         Subscriber {
             pending: Mutex::new(Pending {
                 order: VecDeque::new(),
                 latest: HashMap::new(),
                 waker: None,
             }),
+            objects,
         }
     }
 
@@ -281,10 +322,9 @@ impl<K: Resource<DynamicType = ()>> Subscriber<K> {
     }
 
     /// Records `change`, replacing an unread change of the same object: seen live, it stays live.
-    fn push(&self, change: (Change<K>, Origin)) {
+    fn push(&self, key: ObjectRef<K>, change: (Unread<K>, Origin)) {
         use std::collections::hash_map::Entry;
         let mut pending = self.pending();
-        let key = ObjectRef::from_obj(&**change.0.object());
         match pending.latest.entry(key) {
             Entry::Occupied(mut unread) => {
                 let live = unread.get().1 == Origin::Live || change.1 == Origin::Live;
@@ -305,9 +345,18 @@ impl<K: Resource<DynamicType = ()>> Subscriber<K> {
     fn poll_next(&self, cx: &mut std::task::Context<'_>) -> Poll<(Change<K>, Origin)> {
         let mut pending = self.pending();
         while let Some(key) = pending.order.pop_front() {
-            if let Some(change) = pending.latest.remove(&key) {
-                return Poll::Ready(change);
-            }
+            let change = match pending.latest.remove(&key) {
+                Some((Unread::Change(change), origin)) => (change, origin),
+                Some((Unread::Listed(object), origin)) => {
+                    // Undecodable (never seen): nothing to read.
+                    let Some(object) = self.objects.unpack(Kept::Packed(object)) else {
+                        continue;
+                    };
+                    (Change::Applied(object), origin)
+                }
+                None => continue,
+            };
+            return Poll::Ready(change);
         }
         pending.waker = Some(cx.waker().clone());
         Poll::Pending
@@ -338,26 +387,27 @@ impl<K> Cache<K>
 where
     K: Resource<DynamicType = ()> + Clone + 'static,
 {
-    /// The object `name` (in `namespace`, for a namespaced kind), if the cache holds it.
+    /// The object `name` (in `namespace`, for a namespaced kind), if the cache holds it. From a
+    /// packed cache, decoded: each call gives a copy of its own.
     pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
         let key = ObjectRef::new(name);
         let key = match namespace {
             Some(namespace) => key.within(namespace),
             None => key,
         };
-        self.shared.store.get(&key)
+        self.shared.objects.get(&key)
     }
 
     /// Every object the cache holds, in no particular order.
     pub fn list(&self) -> Vec<Arc<K>> {
-        self.shared.store.state()
+        self.shared.objects.state()
     }
 
     /// The objects of `namespace`.
     pub fn list_in(&self, namespace: &str) -> Vec<Arc<K>> {
         let namespace = Some(namespace);
         self.shared
-            .store
+            .objects
             .state_filter(|object| object.meta().namespace.as_deref() == namespace)
     }
 
@@ -365,7 +415,7 @@ where
     /// `Selector::from_iter([("app.kubernetes.io/name", "memcached")])`.
     pub fn matching(&self, selector: &Selector) -> Vec<Arc<K>> {
         self.shared
-            .store
+            .objects
             .state_filter(|object| selector.matches(object.labels()))
     }
 
@@ -375,16 +425,24 @@ where
         let Some(uid) = owner.meta().uid.as_deref() else {
             return Vec::new();
         };
-        let owners = self.shared.owners();
-        let children = owners.children.get(uid).into_iter().flatten();
-        children
-            .filter_map(|key| self.shared.store.get(key))
+        let keys: Vec<ObjectRef<K>> = {
+            let owners = self.shared.owners();
+            owners
+                .children
+                .get(uid)
+                .into_iter()
+                .flatten()
+                .cloned()
+                .collect()
+        };
+        keys.iter()
+            .filter_map(|key| self.shared.objects.get(key))
             .collect()
     }
 
     /// How many objects the cache holds: 0 until the first list arrives.
     pub fn len(&self) -> usize {
-        self.shared.store.len()
+        self.shared.objects.len()
     }
 
     /// Whether the cache holds no object.
@@ -408,13 +466,23 @@ where
 
     /// Waits until the cache holds its first full list.
     pub async fn synced(&self) {
-        // The store only fails to become ready if its watch stopped, i.e. at shutdown.
-        let _ = self.shared.store.wait_until_ready().await;
+        // Only fails to become ready if its watch stopped, i.e. at shutdown.
+        self.shared.objects.wait_until_ready().await;
     }
 
-    /// kube's [`Store`] under this cache, e.g. for `Controller::for_shared_stream`.
-    pub fn store(&self) -> Store<K> {
-        self.shared.store.clone()
+    /// kube's [`Store`] under this cache, e.g. for `Controller::for_shared_stream`; `None` for a
+    /// packed cache (those of [`Manager::owned`](crate::Manager::owned)), which keeps no typed
+    /// objects: ask [`Manager::cache`](crate::Manager::cache) for one of the kind.
+    pub fn store(&self) -> Option<Store<K>> {
+        match &self.shared.objects {
+            Objects::Typed(store) => Some(store.clone()),
+            Objects::Packed(_) => None,
+        }
+    }
+
+    /// Whether the cache keeps its objects packed, decoded on read.
+    pub fn is_packed(&self) -> bool {
+        matches!(self.shared.objects, Objects::Packed(_))
     }
 
     /// Whether `self` and `other` are one cache (one watch).
@@ -443,14 +511,14 @@ where
     where
         K: Send + Sync,
     {
-        let subscriber = Arc::new(Subscriber::new());
+        let subscriber = Arc::new(Subscriber::new(self.shared.objects.clone()));
         // Subscribed and filled under one lock: a change the watch records meanwhile is either in
         // the snapshot or pushed after it (or both), never lost.
         {
             let mut subscribers = self.shared.subscribers();
             subscribers.push(Arc::downgrade(&subscriber));
-            for object in self.shared.store.state() {
-                subscriber.push((Change::Applied(object), Origin::Listed));
+            for (key, object) in self.shared.objects.kept() {
+                subscriber.push(key, (object.into(), Origin::Listed));
             }
         }
         futures::stream::poll_fn(move |cx| subscriber.poll_next(cx).map(Some))
@@ -461,10 +529,11 @@ impl<K> Cache<K>
 where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
-    /// Starts the watch of `api` with `config` in the background, until the host stops.
-    fn start(host: &Host, api: Api<K>, config: watcher::Config) -> Self {
-        let (store, writer) = reflector::store();
-        let shared = Arc::new(Shared::new(store, None));
+    /// Starts the watch of `api` with `config` in the background, until the host stops, keeping
+    /// the objects as `storage` says.
+    fn start(host: &Host, api: Api<K>, config: watcher::Config, storage: Storage<K>) -> Self {
+        let (objects, writer) = Objects::new(storage);
+        let shared = Arc::new(Shared::new(objects, None));
         let field_manager = host.field_manager.clone();
         let events = watcher(api, config)
             .default_backoff()
@@ -502,7 +571,7 @@ where
         shard: &Shard,
         key: ShardKey,
     ) -> Self {
-        Cache::sharded_in(&host.into(), api, config, shard, key)
+        Cache::sharded_in(&host.into(), api, config, shard, key, Storage::Typed)
     }
 
     fn sharded_in(
@@ -511,11 +580,13 @@ where
         config: watcher::Config,
         shard: &Shard,
         key: ShardKey,
+        storage: Storage<K>,
     ) -> Self {
-        let (store, writer) = reflector::store();
-        let shared = Arc::new(Shared::new(store.clone(), Some(shard.state())));
+        let (objects, writer) = Objects::new(storage);
+        let shared = Arc::new(Shared::new(objects.clone(), Some(shard.state())));
+        let cached: crate::shard::watch::Cached<K> = Arc::new(move |key| objects.contains(key));
         let counted = Arc::downgrade(&shared);
-        let count = move || counted.upgrade().map(|shared| shared.store.len());
+        let count = move || counted.upgrade().map(|shared| shared.objects.len());
         let kind = K::kind(&());
         let series = host.metrics.shard();
         series.count_objects(shard.group(), &kind, key.label(), count);
@@ -525,7 +596,7 @@ where
         let listing = Arc::new(Mutex::new(Ranges::none()));
         let state = shard.state();
         let events =
-            crate::shard::watch::events(api, config, state, key, store, namespace, &listing)
+            crate::shard::watch::events(api, config, state, key, cached, namespace, &listing)
                 .modify(move |object| trim(object, &field_manager));
         let filling = fill(
             events,
@@ -586,7 +657,7 @@ fn trim<K: Resource>(object: &mut K, field_manager: &str) {
 /// subscribers. Sharded, `listing` holds the ranges of the list the watch is making.
 async fn fill<K>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
-    mut writer: reflector::store::Writer<K>,
+    mut writer: ObjectsWriter<K>,
     shared: Arc<Shared<K>>,
     synced: Synced,
     listing: Option<Arc<Mutex<Ranges>>>,
@@ -605,19 +676,27 @@ async fn fill<K>(
             }
         };
         // What a completed relist replaces, to tell who is gone.
-        let before = matches!(event, watcher::Event::InitDone).then(|| shared.store.state());
-        writer.apply_watcher_event(&event);
-        let changes = match event {
+        let before = matches!(event, watcher::Event::InitDone).then(|| shared.objects.kept());
+        writer.apply(&event);
+        let changes: Vec<(ObjectRef<K>, Unread<K>, Origin)> = match event {
             watcher::Event::Apply(object) => {
                 let key = ObjectRef::from_obj(&object);
-                shared.owners_mut().insert(&key, &object);
-                let stored = shared.store.get(&key);
-                let applied = stored.map(|o| (Change::Applied(o), Origin::Live));
+                let controller = controller_of(&object).map(|owner| owner.uid.as_str());
+                shared.owners_mut().insert(&key, controller);
+                // Typed, the store's copy; packed, the event's own object, not decoded again.
+                let applied = match &shared.objects {
+                    Objects::Typed(store) => store.get(&key),
+                    Objects::Packed(_) => Some(Arc::new(object)),
+                };
+                let applied =
+                    applied.map(|o| (key, Unread::Change(Change::Applied(o)), Origin::Live));
                 applied.into_iter().collect()
             }
             watcher::Event::Delete(object) => {
-                shared.owners_mut().remove(&ObjectRef::from_obj(&object));
-                vec![(Change::Deleted(Arc::new(object)), Origin::Live)]
+                let key = ObjectRef::from_obj(&object);
+                shared.owners_mut().remove(&key);
+                let deleted = Unread::Change(Change::Deleted(Arc::new(object)));
+                vec![(key, deleted, Origin::Live)]
             }
             watcher::Event::Init => {
                 // The store keeps the old list until the new one is whole, but the objects that
@@ -636,35 +715,41 @@ async fn fill<K>(
                     complete: true,
                     ranges,
                 });
-                let listed = shared.store.state();
-                shared.owners_mut().rebuild(&listed);
+                let listed = shared.objects.kept();
+                let controllers = listed
+                    .iter()
+                    .map(|(key, object)| (key, Objects::controller_of(object)));
+                shared.owners_mut().rebuild(controllers);
                 shared.listed.store(true, Ordering::SeqCst);
                 if let Some(synced) = synced.take() {
                     info!(kind, objects = listed.len(), "cache synced");
                     synced.done();
                 }
-                let gone = before
-                    .into_iter()
-                    .flatten()
-                    .filter(|old| shared.store.get(&ObjectRef::from_obj(&**old)).is_none());
-                let gone: Vec<_> = gone.map(Change::Deleted).collect();
-                let listed = listed.into_iter().map(Change::Applied);
-                listed.chain(gone).map(|c| (c, Origin::Listed)).collect()
+                let gone = before.into_iter().flatten();
+                let gone = gone.filter(|(key, _)| !shared.objects.contains(key));
+                let gone = gone.filter_map(|(key, old)| {
+                    let old = shared.objects.unpack(old)?;
+                    Some((key, Unread::Change(Change::Deleted(old))))
+                });
+                let gone: Vec<_> = gone.collect();
+                let listed = listed.into_iter().map(|(key, object)| (key, object.into()));
+                let listed = listed.chain(gone);
+                listed.map(|(key, c)| (key, c, Origin::Listed)).collect()
             }
         };
-        for change in changes {
-            shared.dispatch(change);
+        for (key, change, origin) in changes {
+            shared.dispatch(key, (change, origin));
         }
     }
 }
 
 impl<K> Shared<K>
 where
-    K: Resource<DynamicType = ()> + 'static,
+    K: Resource<DynamicType = ()> + Clone + 'static,
 {
-    fn new(store: Store<K>, shard: Option<watch::Receiver<ShardState>>) -> Self {
+    fn new(objects: Objects<K>, shard: Option<watch::Receiver<ShardState>>) -> Self {
         Shared {
-            store,
+            objects,
             owners: RwLock::new(OwnerIndex::default()),
             subscribers: Mutex::default(),
             listed: AtomicBool::new(false),
@@ -687,11 +772,11 @@ where
     }
 
     /// Hands `change` to every subscriber, without waiting for any; forgets the ones gone.
-    fn dispatch(&self, change: (Change<K>, Origin)) {
+    fn dispatch(&self, key: ObjectRef<K>, change: (Unread<K>, Origin)) {
         let mut subscribers = self.subscribers();
         subscribers.retain(|subscriber| match subscriber.upgrade() {
             Some(subscriber) => {
-                subscriber.push(change.clone());
+                subscriber.push(key.clone(), change.clone());
                 true
             }
             None => false,
@@ -715,10 +800,11 @@ impl<K: Resource<DynamicType = ()>> Default for OwnerIndex<K> {
 }
 
 impl<K: Resource<DynamicType = ()>> OwnerIndex<K> {
-    fn insert(&mut self, key: &ObjectRef<K>, object: &K) {
+    /// Records that `key` is controlled by the owner of uid `controller`, or by none.
+    fn insert(&mut self, key: &ObjectRef<K>, controller: Option<&str>) {
         self.remove(key);
-        if let Some(owner) = controller_of(object) {
-            let uid = owner.uid.clone();
+        if let Some(uid) = controller {
+            let uid = uid.to_string();
             self.children
                 .entry(uid.clone())
                 .or_default()
@@ -739,10 +825,14 @@ impl<K: Resource<DynamicType = ()>> OwnerIndex<K> {
         }
     }
 
-    fn rebuild(&mut self, objects: &[Arc<K>]) {
+    /// Starts over with these objects, each by the uid of its controller owner.
+    fn rebuild<'a>(
+        &mut self,
+        objects: impl IntoIterator<Item = (&'a ObjectRef<K>, Option<&'a str>)>,
+    ) {
         *self = OwnerIndex::default();
-        for object in objects {
-            self.insert(&ObjectRef::from_obj(&**object), object);
+        for (key, controller) in objects {
+            self.insert(key, controller);
         }
     }
 }
@@ -762,16 +852,19 @@ struct CacheKey {
     fields: Option<String>,
     /// How the cache is sharded ([`crate::shard::ShardKey::label`]), if it is.
     shard: Option<&'static str>,
+    /// Whether it keeps its objects packed: a packed and a typed cache of one watch are two.
+    packed: bool,
 }
 
 impl Caches {
-    /// The cache of `api` with `config`: the one started before for the same kind, scope and
-    /// selectors, else a new one.
+    /// The cache of `api` with `config`, keeping its objects as `storage` says: the one started
+    /// before for the same kind, scope, selectors and storage, else a new one.
     pub(crate) fn get_or_start<K>(
         &self,
         host: &Host,
         api: Api<K>,
         config: watcher::Config,
+        storage: Storage<K>,
     ) -> Cache<K>
     where
         K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
@@ -782,6 +875,7 @@ impl Caches {
             labels: config.label_selector.clone(),
             fields: config.field_selector.clone(),
             shard: None,
+            packed: storage.is_packed(),
         };
         // Inserting into a map cannot leave it inconsistent: a poisoned lock is still usable.
         let mut started = self.started.lock().unwrap_or_else(|e| e.into_inner());
@@ -791,13 +885,14 @@ impl Caches {
         {
             return cache.clone();
         }
-        let cache = Cache::start(host, api, config);
+        let cache = Cache::start(host, api, config, storage);
         started.insert(key, Box::new(cache.clone()));
         cache
     }
 
-    /// The cache of `api` with `config` holding the objects of `shard`'s ranges (placed by `key`):
-    /// the one started before for the same kind, scope, selectors and key, else a new one.
+    /// The cache of `api` with `config` holding the objects of `shard`'s ranges (placed by `key`),
+    /// as `storage` says: the one started before for the same kind, scope, selectors, key and
+    /// storage, else a new one.
     pub(crate) fn get_or_start_sharded<K>(
         &self,
         host: &Host,
@@ -805,6 +900,7 @@ impl Caches {
         config: watcher::Config,
         shard: &Shard,
         key: ShardKey,
+        storage: Storage<K>,
     ) -> Cache<K>
     where
         K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
@@ -816,6 +912,7 @@ impl Caches {
             labels: config.label_selector.clone(),
             fields: config.field_selector.clone(),
             shard: Some(key.label()),
+            packed: storage.is_packed(),
         };
         let mut started = self.started.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(cache) = started
@@ -824,13 +921,13 @@ impl Caches {
         {
             return cache.clone();
         }
-        let cache = Cache::sharded_in(host, api, config, shard, key);
+        let cache = Cache::sharded_in(host, api, config, shard, key, storage);
         started.insert(cache_key, Box::new(cache.clone()));
         cache
     }
 
     /// With `shard`, the cache of its part of `api`'s objects (placed by `key`); without, the cache
-    /// of them all.
+    /// of them all; either keeping them as `storage` says.
     pub(crate) fn get_or_start_for<K>(
         &self,
         host: &Host,
@@ -838,14 +935,15 @@ impl Caches {
         config: watcher::Config,
         shard: Option<&Shard>,
         key: ShardKey,
+        storage: Storage<K>,
     ) -> Cache<K>
     where
         K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
         K::Scope: crate::scope::WatchScope,
     {
         match shard {
-            Some(shard) => self.get_or_start_sharded(host, api, config, shard, key),
-            None => self.get_or_start(host, api, config),
+            Some(shard) => self.get_or_start_sharded(host, api, config, shard, key, storage),
+            None => self.get_or_start(host, api, config, storage),
         }
     }
 }
@@ -894,21 +992,25 @@ mod tests {
         let mut index = OwnerIndex::default();
         let a = child("a", Some("1"));
         let b = child("b", Some("1"));
-        index.insert(&ObjectRef::from_obj(&a), &a);
-        index.insert(&ObjectRef::from_obj(&b), &b);
+        let controller = |object: &ConfigMap| controller_of(object).map(|o| o.uid.clone());
+        let insert = |index: &mut OwnerIndex<ConfigMap>, object: &ConfigMap| {
+            index.insert(&ObjectRef::from_obj(object), controller(object).as_deref());
+        };
+        insert(&mut index, &a);
+        insert(&mut index, &b);
         assert_eq!(children(&index, "1"), ["a", "b"]);
 
         // `b` changes hands, then loses its controller; `a` goes.
         let b_moved = child("b", Some("2"));
-        index.insert(&ObjectRef::from_obj(&b_moved), &b_moved);
+        insert(&mut index, &b_moved);
         assert_eq!(children(&index, "1"), ["a"]);
         assert_eq!(children(&index, "2"), ["b"]);
         let b_free = child("b", None);
-        index.insert(&ObjectRef::from_obj(&b_free), &b_free);
+        insert(&mut index, &b_free);
         index.remove(&ObjectRef::from_obj(&a));
         assert!(index.children.is_empty() && index.owner_of.is_empty());
 
-        index.rebuild(&[Arc::new(child("c", Some("3")))]);
+        index.rebuild([(&ObjectRef::from_obj(&child("c", None)), Some("3"))]);
         assert_eq!(children(&index, "3"), ["c"]);
     }
 
