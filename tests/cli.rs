@@ -950,6 +950,120 @@ fn multicluster_project() -> tempfile::TempDir {
     dir
 }
 
+/// `init` + `create api` + `edit --multicluster`: the project [`multicluster_project`] makes, by
+/// another way.
+fn edited_multicluster_project() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let init = ["init", "--domain", "example.com", "--project-name"];
+    ok(d, &[&init[..], &["fleet-operator"]].concat());
+    let api = ["create", "api", "--group", "fleet", "--version", "v1alpha1"];
+    ok(d, &[&api[..], &["--kind", "Widget"]].concat());
+    let edited = ok(d, &["edit", "--multicluster"]);
+    let message = stderr(&edited);
+    for expected in [
+        "Updating src/main.rs",
+        "Updating src/controller/widget.rs",
+        "Creating config/samples/cluster_kubeconfig_secret.yaml",
+        "make manifests",
+    ] {
+        assert!(message.contains(expected), "{expected:?} in:\n{message}");
+    }
+    dir
+}
+
+#[test]
+fn edit_multicluster_gives_what_init_multicluster_gives() {
+    let made = multicluster_project();
+    let edited = edited_multicluster_project();
+    let (made, edited) = (tree(made.path()), tree(edited.path()));
+    let differing: Vec<&PathBuf> = made
+        .keys()
+        .chain(edited.keys())
+        .filter(|path| made.get(*path) != edited.get(*path))
+        .collect();
+    assert!(
+        differing.is_empty(),
+        "edit --multicluster differs from init --multicluster in {differing:?}"
+    );
+
+    // A single-cluster project whose controller the user has written, or whose controllers
+    // multi-cluster projects do not take yet, is refused, and left as it was.
+    let single = |extra: &[&[&str]]| {
+        let dir = tempfile::tempdir().unwrap();
+        let init = ["init", "--domain", "example.com", "--project-name", "one"];
+        ok(dir.path(), &init);
+        for args in extra {
+            ok(dir.path(), args);
+        }
+        dir
+    };
+    let widget = [
+        "create",
+        "api",
+        "--group",
+        "fleet",
+        "--version",
+        "v1alpha1",
+        "--kind",
+        "Widget",
+    ];
+    let written = single(&[&widget]);
+    let controller = written.path().join("src/controller/widget.rs");
+    let mut text = std::fs::read_to_string(&controller).unwrap();
+    text.push_str("\n// Mine.\n");
+    std::fs::write(&controller, text).unwrap();
+    refused(
+        written.path(),
+        &["edit", "--multicluster"],
+        &[
+            "`src/controller/widget.rs` differs from what rustbuilder scaffolded",
+            "\nhelp: ",
+        ],
+    );
+    let deployment = [
+        "create",
+        "api",
+        "--group",
+        "apps",
+        "--version",
+        "v1",
+        "--kind",
+        "Deployment",
+        "--resource=false",
+    ];
+    refused(
+        single(&[&deployment]).path(),
+        &["edit", "--multicluster"],
+        &[
+            "a controller of apps/v1 Deployment, not one of its own kinds",
+            "\nhelp: ",
+        ],
+    );
+    let memcached = [
+        "create",
+        "api",
+        "--group",
+        "cache",
+        "--version",
+        "v1alpha1",
+        "--kind",
+        "Memcached",
+        "--plugins",
+        "deploy-image/v1-alpha",
+        "--image",
+        "memcached:1.6.26-alpine3.19",
+    ];
+    refused(
+        single(&[&memcached]).path(),
+        &["edit", "--multicluster"],
+        &[
+            "the deploy-image plugin does not scaffold controllers",
+            "\nhelp: ",
+        ],
+    );
+}
+
 #[test]
 fn a_multicluster_project_runs_its_controllers_in_every_cluster_of_a_fleet() {
     let dir = multicluster_project();
@@ -969,6 +1083,7 @@ fn a_multicluster_project_runs_its_controllers_in_every_cluster_of_a_fleet() {
         "let fleet = Fleet::new(&manager, args.fleet.provider(&manager)?, engage);",
         "    controllers.add(fleet.run());\n    controllers.run().await\n",
         "// +rustbuilder:rbac:groups=core,resources=secrets,verbs=get;list;watch\n",
+        "// +rustbuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch\n",
     ] {
         assert!(main.contains(expected), "{expected:?} in:\n{main}");
     }
@@ -1052,10 +1167,12 @@ fn a_multicluster_project_runs_its_controllers_in_every_cluster_of_a_fleet() {
 
 /// The multi-cluster project builds clean, its RBAC has the Secrets, and its controller's test
 /// passes: a fleet of one cluster, the test's own API server found in a kubeconfig directory,
-/// reconciles a Widget there.
+/// reconciles a Widget there. Made by `edit --multicluster`, which makes the same files as
+/// `init --multicluster` (`edit_multicluster_gives_what_init_multicluster_gives`): one build
+/// covers both.
 #[test]
 fn a_multicluster_project_builds_and_reconciles_in_its_fleet() {
-    let dir = multicluster_project();
+    let dir = edited_multicluster_project();
     let d = dir.path();
     let cargo = |args: &[&str]| cargo(d, args);
     cargo(&["fmt", "--check"]);
@@ -1069,6 +1186,10 @@ fn a_multicluster_project_builds_and_reconciles_in_its_fleet() {
     let role = read(d, "config/rbac/role.yaml");
     assert!(
         role.contains("- apiGroups:\n  - \"\"\n  resources:\n  - secrets\n  verbs:\n  - get\n  - list\n  - watch\n"),
+        "{role}"
+    );
+    assert!(
+        role.contains("- apiGroups:\n  - cluster.x-k8s.io\n  resources:\n  - clusters\n  verbs:\n  - get\n  - list\n  - watch\n"),
         "{role}"
     );
 }

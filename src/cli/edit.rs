@@ -4,6 +4,7 @@ use anyhow::{Result, bail};
 use clap::ArgAction;
 
 use super::plugin_keys::{self, Plugin};
+use crate::plugins::multicluster;
 use crate::plugins::multigroup::{self, Edit};
 use crate::plugins::namespaced;
 use crate::plugins::rust;
@@ -21,6 +22,14 @@ use crate::shell;
 /// `--namespaced` confines the manager to its own namespace: `WATCH_NAMESPACE` in config/manager and in
 /// the e2e tests, a RoleBinding instead of the ClusterRoleBinding (and a Role at the next
 /// `make manifests`). `--namespaced=false` goes back to a cluster-wide manager.
+///
+/// `--multicluster` makes a single-cluster project into the one `init --multicluster` scaffolds: a
+/// manager that runs the project's controllers in every cluster of a fleet. `src/main.rs`, each
+/// controller and its test are written as `init --multicluster` and `create api` would have written
+/// them, and `config/samples/cluster_kubeconfig_secret.yaml` is added. All or nothing: a file that
+/// no longer reads as rustbuilder scaffolded it stops the edit, and so do controllers of built-in
+/// or other operators' kinds and the deploy-image plugin's, which multi-cluster projects do not take
+/// yet.
 ///
 /// `--plugins helm/v2-alpha` writes a Helm chart to `dist/chart/` from `config/` (run `make manifests`
 /// first), or from the install manifest `--manifests` names (`make build-installer` writes
@@ -48,6 +57,7 @@ use crate::shell;
 #[command(
     after_help = "Examples:\n  rustbuilder edit --multigroup\n  git diff --stat   # review the move, then build\n  \
                         rustbuilder edit --namespaced && make manifests\n  \
+                        rustbuilder edit --multicluster && make manifests\n  \
                         make manifests && rustbuilder edit --plugins helm/v2-alpha\n  \
                         make build-installer && rustbuilder edit --plugins helm/v2-alpha --manifests dist/install.yaml\n  \
                         rustbuilder edit --plugins grafana/v1-alpha\n  \
@@ -61,6 +71,9 @@ pub struct Args {
     /// Confine the manager to its own namespace (`--namespaced=false`: watch the whole cluster again).
     #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub namespaced: Option<bool>,
+    /// Run the controllers in every cluster of a fleet, as `init --multicluster` scaffolds them.
+    #[arg(long)]
+    pub multicluster: bool,
     /// Plugin to run on the project: `helm/v2-alpha` (a Helm chart), `grafana/v1-alpha` (Grafana
     /// dashboards) or `autoupdate/v1-alpha` (a workflow that runs `alpha update`).
     #[arg(long, value_name = "PLUGIN")]
@@ -102,6 +115,7 @@ pub fn run(args: Args) -> Result<()> {
     let given: Vec<&str> = [
         ("--multigroup", args.multigroup.is_some()),
         ("--namespaced", args.namespaced.is_some()),
+        ("--multicluster", args.multicluster),
         ("--plugins", args.plugins.is_some()),
         (
             "--license",
@@ -170,6 +184,9 @@ pub fn run(args: Args) -> Result<()> {
     if let Some(namespaced) = args.namespaced {
         return edit_namespaced(&args.project.dir, namespaced);
     }
+    if args.multicluster {
+        return edit_multicluster(&args.project.dir);
+    }
     if args.license.is_some() || args.owner.is_some() || args.license_file.is_some() {
         let (license, header) =
             super::license::header_of(args.license, args.license_file.as_deref())?;
@@ -188,7 +205,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     let Some(multigroup) = args.multigroup else {
         bail!(
-            "nothing to edit: no option given\nhelp: e.g. `rustbuilder edit --multigroup`, `rustbuilder edit --namespaced`, `rustbuilder edit --license apache2` or `rustbuilder edit --plugins helm/v2-alpha`"
+            "nothing to edit: no option given\nhelp: e.g. `rustbuilder edit --multigroup`, `rustbuilder edit --namespaced`, `rustbuilder edit --multicluster`, `rustbuilder edit --license apache2` or `rustbuilder edit --plugins helm/v2-alpha`"
         );
     };
     let layout = if multigroup {
@@ -231,6 +248,26 @@ fn edit_namespaced(dir: &std::path::Path, namespaced: bool) -> Result<()> {
             shell::note(
                 "Next",
                 "regenerate config/rbac/role.yaml and review the change:\n$ make manifests && git diff --stat",
+            );
+        }
+    }
+    Ok(())
+}
+
+fn edit_multicluster(dir: &std::path::Path) -> Result<()> {
+    match multicluster::edit(dir)? {
+        multicluster::Edit::Fresh => {
+            shell::status("Fresh", "the project is multi-cluster already");
+        }
+        multicluster::Edit::Change(plan) => {
+            shell::written(plan.apply()?);
+            shell::status(
+                "Updated",
+                "the project to run its controllers in every cluster of a fleet",
+            );
+            shell::note(
+                "Next",
+                "give the manager read access to the clusters' kubeconfig Secrets and review the change:\n$ make manifests && git diff --stat",
             );
         }
     }

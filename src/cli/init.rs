@@ -50,7 +50,8 @@ pub struct Args {
     #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false)]
     pub namespaced: bool,
     /// A multi-cluster manager: it runs the controllers in every cluster of a fleet, announced by
-    /// kubeconfig Secrets or the files of a directory (the manager's `--cluster-provider`).
+    /// kubeconfig Secrets, the files of a directory or Cluster API's Clusters (the manager's
+    /// `--cluster-provider`).
     #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false)]
     pub multicluster: bool,
     /// Kubebuilder's plugin keys, comma-separated: the layout (`go/v4`, also written

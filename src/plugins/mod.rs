@@ -14,6 +14,7 @@ pub mod deploy_image;
 pub mod grafana;
 pub mod helm;
 pub mod migrate;
+pub mod multicluster;
 pub mod multigroup;
 pub mod namespaced;
 pub mod rust;

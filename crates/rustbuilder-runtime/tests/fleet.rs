@@ -1,5 +1,6 @@
 //! Fleets on three real control planes (`alpha`, `bravo`, `charlie`): clusters engaged from a
-//! kubeconfig directory and from kubeconfig Secrets, added and removed while the fleet runs, one
+//! kubeconfig directory, from kubeconfig Secrets and from Cluster API's Clusters (a stand-in CRD on
+//! `alpha`, `tests/fixtures/cluster-api`), added and removed while the fleet runs, one
 //! whose API server dies and comes back, and one whose kubeconfig changes; every engagement only
 //! while the process leads, no watch left open by a cluster that went, and each engaged cluster's
 //! series on the process's `/metrics`, labelled with its name, until it goes.
@@ -18,8 +19,11 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ObjectMeta, Patch,
+    PatchParams, PostParams,
+};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::controller::Action;
 use kube::runtime::watcher;
@@ -27,7 +31,8 @@ use kube::{Client, ResourceExt};
 use rustbuilder_envtest::{Component, TestEnv};
 use rustbuilder_runtime::Manager;
 use rustbuilder_runtime::fleet::{
-    CLUSTER_NAME_LABEL, Cluster, Fleet, KubeconfigDir, KubeconfigSecrets, StaticClusters,
+    CLUSTER_NAME_LABEL, Cluster, ClusterApiClusters, Fleet, KubeconfigDir, KubeconfigSecrets,
+    StaticClusters,
 };
 use rustbuilder_runtime::manager::ManagerArgs;
 use serde_json::{Value, json};
@@ -42,6 +47,10 @@ const MEMBER_LABEL: &str = "fleet-test/stamp";
 const BY_DIR: &str = "fleet.example.com/dir";
 /// Where the Secret fleet's controller writes the cluster's name.
 const BY_SECRET: &str = "fleet.example.com/secret";
+/// Where the Cluster API fleet's controller writes the cluster's name.
+const BY_CLUSTER_API: &str = "fleet.example.com/cluster-api";
+/// The namespace of `alpha` where the Cluster API fleet reads its Clusters and their Secrets.
+const CAPI_NAMESPACE: &str = "capi";
 
 #[derive(Parser)]
 struct Args {
@@ -136,6 +145,11 @@ async fn stamped_within(
 /// The WATCH requests on ConfigMaps the API server of `client` is serving now, from its own
 /// `apiserver_longrunning_requests` gauge.
 async fn configmap_watches(client: &Client) -> u64 {
+    watches_of(client, "configmaps").await
+}
+
+/// The WATCH requests on `resource` (a plural) the API server of `client` is serving now.
+async fn watches_of(client: &Client, resource: &str) -> u64 {
     let request = kube::core::Request::new("")
         .get("metrics", &Default::default())
         .unwrap();
@@ -145,7 +159,8 @@ async fn configmap_watches(client: &Client) -> u64 {
         .filter_map(|line| line.strip_prefix("apiserver_longrunning_requests{"))
         .filter_map(|line| line.split_once("} "))
         .filter(|(labels, _)| {
-            labels.contains(r#"verb="WATCH""#) && labels.contains(r#"resource="configmaps""#)
+            labels.contains(r#"verb="WATCH""#)
+                && labels.contains(&format!(r#"resource="{resource}""#))
         });
     samples
         .map(|(_, value)| value.trim().parse::<f64>().unwrap() as u64)
@@ -277,8 +292,10 @@ async fn a_fleet_follows_clusters_that_come_go_fail_and_recover() {
         let _ = tracing_subscriber::fmt().with_env_filter(filter).try_init();
     }
     let started = Instant::now();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cluster-api");
+    let with_cluster_api = TestEnv::builder().crd_dir(fixtures).start();
     let (alpha, mut bravo, charlie) =
-        tokio::join!(TestEnv::start(), TestEnv::start(), TestEnv::start());
+        tokio::join!(with_cluster_api, TestEnv::start(), TestEnv::start());
     eprintln!("three control planes up in {:?}", started.elapsed());
     let (a, b, c) = (alpha.client(), bravo.client(), charlie.client());
     let idle = (
@@ -306,8 +323,25 @@ async fn a_fleet_follows_clusters_that_come_go_fail_and_recover() {
     let by_secret: Engagements = Engagements::default();
     let secrets = KubeconfigSecrets::new(&leader, NAMESPACE, CLUSTER_NAME_LABEL);
     let secret_fleet = Fleet::new(&leader, secrets, stamper(BY_SECRET, by_secret.clone()));
+    let namespace = Namespace {
+        metadata: ObjectMeta {
+            name: Some(CAPI_NAMESPACE.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let namespaces: Api<Namespace> = Api::all(a.clone());
+    namespaces
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap();
+    let by_cluster_api: Engagements = Engagements::default();
+    let capi = ClusterApiClusters::new(&leader, CAPI_NAMESPACE);
+    let engage = stamper(BY_CLUSTER_API, by_cluster_api.clone());
+    let capi_fleet = Fleet::new(&leader, capi, engage);
     leader.controllers().add(dir_fleet.clone().run());
     leader.controllers().add(secret_fleet.clone().run());
+    leader.controllers().add(capi_fleet.clone().run());
     let leading = tokio::spawn(leader.controllers().run());
 
     // -- A standby replica engages nothing while the other leads.
@@ -539,6 +573,133 @@ async fn a_fleet_follows_clusters_that_come_go_fail_and_recover() {
     );
     eprintln!("scenario 'Secret' took {:?}", scenario.elapsed());
 
+    // -- Cluster API: a Cluster for charlie with its kubeconfig Secret engages nothing until it is
+    // provisioned with its control plane up; then charlie reconciles as itself, a changed
+    // kubeconfig engages it again, and deleting the Secret, or the Cluster, disengages it and
+    // closes its watch.
+    let scenario = Instant::now();
+    let gvk = GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta2", "Cluster");
+    let clusters: Api<DynamicObject> =
+        Api::namespaced_with(a.clone(), CAPI_NAMESPACE, &ApiResource::from_gvk(&gvk));
+    let capi_secrets: Api<Secret> = Api::namespaced(a.clone(), CAPI_NAMESPACE);
+    let capi_secret = |kubeconfig: Vec<u8>| Secret {
+        metadata: ObjectMeta {
+            name: Some("charlie-kubeconfig".into()),
+            labels: Some(BTreeMap::from([(
+                CLUSTER_NAME_LABEL.into(),
+                "charlie".into(),
+            )])),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([("value".into(), ByteString(kubeconfig))])),
+        ..Default::default()
+    };
+    let cluster: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2",
+        "kind": "Cluster",
+        "metadata": { "name": "charlie" },
+        "spec": {},
+    }))
+    .unwrap();
+    let created = PostParams::default();
+    clusters.create(&created, &cluster).await.unwrap();
+    let provisioning = json!({ "status": { "phase": "Provisioned" } });
+    let params = PatchParams::default();
+    clusters
+        .patch_status("charlie", &params, &Patch::Merge(&provisioning))
+        .await
+        .unwrap();
+    let kubeconfig = embedded_kubeconfig(&charlie);
+    let secret = capi_secret(kubeconfig.clone());
+    capi_secrets.create(&created, &secret).await.unwrap();
+    let early = eventually(Duration::from_secs(1), async || {
+        !capi_fleet.clusters().is_empty()
+    })
+    .await;
+    assert!(
+        !early,
+        "Cluster API: charlie engaged before its control plane is initialized"
+    );
+    assert_eq!(
+        watches_of(&a, "clusters").await,
+        1,
+        "Cluster API: one watch of Clusters"
+    );
+    let initialized =
+        json!({ "status": { "initialization": { "controlPlaneInitialized": true } } });
+    clusters
+        .patch_status("charlie", &params, &Patch::Merge(&initialized))
+        .await
+        .unwrap();
+    let took = stamped_within(&c, "charlie-capi", BY_CLUSTER_API, "charlie", FAST).await;
+    let took = took.expect("Cluster API: provisioned, charlie was not reconciled");
+    eprintln!(
+        "Cluster API: charlie provisioned, reconciled {took:?} after its ConfigMap was created"
+    );
+    assert_eq!(names(&capi_fleet), ["charlie"]);
+    let watching = watches_become(&c, idle.2 + 2, FAST).await;
+    assert_eq!(
+        watching,
+        idle.2 + 2,
+        "Cluster API: charlie engaged without a watch"
+    );
+
+    // Another kubeconfig text for the same cluster: engaged again, the old watch closed.
+    let mut text: Value = serde_json::from_slice(&kubeconfig).unwrap();
+    text["preferences"] = json!({});
+    let changed = capi_secret(serde_json::to_vec_pretty(&text).unwrap());
+    capi_secrets
+        .replace("charlie-kubeconfig", &created, &changed)
+        .await
+        .unwrap();
+    let again = eventually(FAST, async || engaged(&by_cluster_api, "charlie") == 2).await;
+    assert!(
+        again,
+        "Cluster API: changed kubeconfig, charlie not engaged again"
+    );
+    let watching = watches_become(&c, idle.2 + 2, FAST).await;
+    assert_eq!(
+        watching,
+        idle.2 + 2,
+        "Cluster API: changed kubeconfig, the old watch stays open"
+    );
+
+    // The Secret goes: disengaged; back: engaged; the Cluster goes: disengaged.
+    capi_secrets
+        .delete("charlie-kubeconfig", &DeleteParams::default())
+        .await
+        .unwrap();
+    let gone = eventually(FAST, async || capi_fleet.clusters().is_empty()).await;
+    assert!(
+        gone,
+        "Cluster API: Secret deleted, charlie is still engaged"
+    );
+    let watching = watches_become(&c, idle.2 + 1, FAST).await;
+    assert_eq!(
+        watching,
+        idle.2 + 1,
+        "Cluster API: Secret deleted, its watch stays open"
+    );
+    capi_secrets.create(&created, &secret).await.unwrap();
+    let back = eventually(FAST, async || engaged(&by_cluster_api, "charlie") == 3).await;
+    assert!(back, "Cluster API: Secret back, charlie not engaged again");
+    clusters
+        .delete("charlie", &DeleteParams::default())
+        .await
+        .unwrap();
+    let gone = eventually(FAST, async || capi_fleet.clusters().is_empty()).await;
+    assert!(
+        gone,
+        "Cluster API: Cluster deleted, charlie is still engaged"
+    );
+    let watching = watches_become(&c, idle.2 + 1, FAST).await;
+    assert_eq!(
+        watching,
+        idle.2 + 1,
+        "Cluster API: Cluster deleted, its watch stays open"
+    );
+    eprintln!("scenario 'Cluster API' took {:?}", scenario.elapsed());
+
     // -- The process shuts down: every cluster is disengaged, and no watch stays open.
     leader.shutdown();
     let stopped = tokio::time::timeout(FAST, leading).await;
@@ -554,6 +715,11 @@ async fn a_fleet_follows_clusters_that_come_go_fail_and_recover() {
         watches_become(&a, idle.0, FAST).await,
         idle.0,
         "alpha: a watch stays open"
+    );
+    let clusters_watched = watches_of(&a, "clusters").await;
+    assert_eq!(
+        clusters_watched, 0,
+        "alpha: the watch of Clusters stays open"
     );
     assert_eq!(
         watches_become(&b, idle.1, FAST).await,

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 
+use super::cluster_api::ClusterApiClusters;
 use super::kubeconfig_dir::KubeconfigDir;
 use super::kubeconfig_secrets::{CLUSTER_NAME_LABEL, KubeconfigSecrets};
 use super::provider::{Announcement, Provider};
@@ -41,7 +42,8 @@ use crate::manager::{Manager, pod_namespace};
 #[derive(Clone, Debug, clap::Args)]
 pub struct FleetArgs {
     /// Where the clusters the controllers run in come from: kubeconfig Secrets in this cluster
-    /// (Cluster API's, or your own), or the kubeconfig files of a directory.
+    /// (Cluster API's, or your own), the kubeconfig files of a directory, or Cluster API's
+    /// Clusters in this cluster, once their control plane is up.
     #[arg(long, env = "CLUSTER_PROVIDER", value_enum, default_value_t = ClusterProvider::KubeconfigSecrets)]
     pub cluster_provider: ClusterProvider,
 
@@ -65,6 +67,16 @@ pub struct FleetArgs {
     /// Secret's name.
     #[arg(long, env = "CLUSTER_SECRETS_SELECTOR", value_name = "SELECTOR", default_value = CLUSTER_NAME_LABEL)]
     pub cluster_secrets_selector: String,
+
+    /// With `--cluster-provider cluster-api`: the namespace of the Clusters and their kubeconfig
+    /// Secrets [default: the pod's namespace, else $POD_NAMESPACE, else `default`].
+    #[arg(long, env = "CLUSTER_API_NAMESPACE", value_name = "NAMESPACE")]
+    pub cluster_api_namespace: Option<String>,
+
+    /// With `--cluster-provider cluster-api`: the label selector of the Clusters [default: every
+    /// Cluster of the namespace].
+    #[arg(long, env = "CLUSTER_API_SELECTOR", value_name = "SELECTOR")]
+    pub cluster_api_selector: Option<String>,
 }
 
 /// The `--cluster-provider` values.
@@ -75,11 +87,15 @@ pub enum ClusterProvider {
     KubeconfigSecrets,
     /// The kubeconfig files of `--cluster-kubeconfig-dir` (`KubeconfigDir`).
     KubeconfigDir,
+    /// Cluster API's Clusters that `--cluster-api-selector` selects in `--cluster-api-namespace`,
+    /// each reached through its kubeconfig Secret (`ClusterApiClusters`).
+    ClusterApi,
 }
 
 impl FleetArgs {
     /// The provider these flags choose; `manager` is the process manager, which watches the
-    /// Secrets of [`ClusterProvider::KubeconfigSecrets`] in its own cluster.
+    /// Secrets of [`ClusterProvider::KubeconfigSecrets`], and the Clusters and Secrets of
+    /// [`ClusterProvider::ClusterApi`], in its own cluster.
     pub fn provider(&self, manager: &Manager) -> Result<BoxStream<'static, Announcement>, Error> {
         match self.cluster_provider {
             ClusterProvider::KubeconfigSecrets => {
@@ -97,6 +113,17 @@ impl FleetArgs {
                     "--cluster-provider kubeconfig-dir needs --cluster-kubeconfig-dir <DIR>",
                 )),
             },
+            ClusterProvider::ClusterApi => {
+                let namespace = self
+                    .cluster_api_namespace
+                    .clone()
+                    .unwrap_or_else(pod_namespace);
+                let mut clusters = ClusterApiClusters::new(manager, &namespace);
+                if let Some(selector) = &self.cluster_api_selector {
+                    clusters = clusters.label_selector(selector);
+                }
+                Ok(clusters.clusters())
+            }
         }
     }
 }
@@ -140,6 +167,26 @@ mod tests {
         );
     }
 
+    #[test]
+    fn cluster_api_reads_its_namespace_and_selector() {
+        let args = Args::try_parse_from([
+            "manager",
+            "--cluster-provider",
+            "cluster-api",
+            "--cluster-api-namespace",
+            "capi-clusters",
+            "--cluster-api-selector",
+            "fleet.example.com/member=true",
+        ]);
+        let args = args.unwrap().fleet;
+        assert_eq!(args.cluster_provider, ClusterProvider::ClusterApi);
+        assert_eq!(args.cluster_api_namespace.as_deref(), Some("capi-clusters"));
+        assert_eq!(
+            args.cluster_api_selector.as_deref(),
+            Some("fleet.example.com/member=true")
+        );
+    }
+
     #[tokio::test]
     async fn a_directory_provider_without_its_directory_is_a_configuration_error() {
         let args = FleetArgs {
@@ -147,6 +194,8 @@ mod tests {
             cluster_kubeconfig_dir: None,
             cluster_secrets_namespace: None,
             cluster_secrets_selector: CLUSTER_NAME_LABEL.into(),
+            cluster_api_namespace: None,
+            cluster_api_selector: None,
         };
         // Nothing is listening there: building the provider does not talk to the cluster.
         let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());

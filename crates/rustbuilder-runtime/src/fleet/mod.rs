@@ -2,7 +2,8 @@
 //!
 //! A [`Provider`] announces clusters as they appear, change and go ([`Announcement`]): a fixed
 //! list ([`StaticClusters`]), the kubeconfig files of a directory ([`KubeconfigDir`]), or the
-//! kubeconfig Secrets of a namespace ([`KubeconfigSecrets`], e.g. Cluster API's). A [`Fleet`]
+//! kubeconfig Secrets of a namespace ([`KubeconfigSecrets`], e.g. Cluster API's), or Cluster API's
+//! `Cluster` objects once their control plane is up ([`ClusterApiClusters`]). A [`Fleet`]
 //! engages each cluster announced: it makes a bare [`Manager`] around the cluster's client and calls
 //! the operator's engage function with a [`Cluster`] handle, which adds the cluster's controllers.
 //! When the cluster goes, its manager shuts down: its controllers finish their reconciles in flight
@@ -52,6 +53,7 @@
 
 mod args;
 mod cluster;
+mod cluster_api;
 mod kubeconfig_dir;
 mod kubeconfig_secrets;
 mod metrics;
@@ -73,6 +75,7 @@ use tracing::{Instrument, error, info, info_span, warn};
 
 pub use args::{ClusterProvider, FleetArgs};
 pub use cluster::{Cluster, ClusterStatus};
+pub use cluster_api::{CLUSTER_API_GROUP, ClusterApiClusters, DISCOVERY_RETRY};
 pub use kubeconfig_dir::{DEFAULT_SCAN_INTERVAL, KubeconfigDir};
 pub use kubeconfig_secrets::{CLUSTER_NAME_LABEL, KUBECONFIG_KEYS, KubeconfigSecrets};
 pub use provider::{Announcement, Provider};

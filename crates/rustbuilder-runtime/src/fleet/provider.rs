@@ -40,7 +40,8 @@ impl Announcement {
 /// A source of clusters: it announces each cluster as it appears, changes and goes.
 ///
 /// The runtime has [`StaticClusters`](super::StaticClusters),
-/// [`KubeconfigDir`](super::KubeconfigDir) and [`KubeconfigSecrets`](super::KubeconfigSecrets).
+/// [`KubeconfigDir`](super::KubeconfigDir), [`KubeconfigSecrets`](super::KubeconfigSecrets) and
+/// [`ClusterApiClusters`](super::ClusterApiClusters).
 /// Any stream of announcements is a provider too, e.g. the receiving end of a channel fed by the
 /// operator's own discovery.
 pub trait Provider: Send + 'static {
