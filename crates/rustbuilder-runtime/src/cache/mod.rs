@@ -398,7 +398,9 @@ where
         self.shared.objects.get(&key)
     }
 
-    /// Every object the cache holds, in no particular order.
+    /// Every object the cache holds, in no particular order. A packed cache decodes each one for
+    /// the call, as it does for [`Cache::list_in`] and [`Cache::matching`]: on an owned cache,
+    /// [`Cache::children_of`] and [`Cache::get`] decode only what they return.
     pub fn list(&self) -> Vec<Arc<K>> {
         self.shared.objects.state()
     }
