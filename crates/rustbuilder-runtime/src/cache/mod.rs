@@ -74,7 +74,7 @@ pub(crate) mod objects;
 
 use crate::shard::{Ranges, Shard, ShardKey, ShardState};
 pub(crate) use objects::Storage;
-use objects::{Kept, Objects, ObjectsWriter, PackedObject};
+use objects::{Kept, Objects, ObjectsWriter, PackedObject, key_of};
 
 /// What a cache needs from the process it runs in: the field manager whose apply entries it keeps,
 /// the metrics, when to stop, and whom to tell once it holds its first list. The manager makes one
@@ -682,7 +682,7 @@ async fn fill<K>(
         writer.apply(&event);
         let changes: Vec<(ObjectRef<K>, Unread<K>, Origin)> = match event {
             watcher::Event::Apply(object) => {
-                let key = ObjectRef::from_obj(&object);
+                let key = key_of(&object);
                 let controller = controller_of(&object).map(|owner| owner.uid.as_str());
                 shared.owners_mut().insert(&key, controller);
                 // Typed, the store's copy; packed, the event's own object, not decoded again.
@@ -695,7 +695,7 @@ async fn fill<K>(
                 applied.into_iter().collect()
             }
             watcher::Event::Delete(object) => {
-                let key = ObjectRef::from_obj(&object);
+                let key = key_of(&object);
                 shared.owners_mut().remove(&key);
                 let deleted = Unread::Change(Change::Deleted(Arc::new(object)));
                 vec![(key, deleted, Origin::Live)]

@@ -26,6 +26,17 @@ use tracing::error;
 
 use crate::ownership::controller_of;
 
+/// The name (and namespace) of `object`, as the caches key their objects: without the uid and
+/// resource version [`ObjectRef::from_obj`] copies too, which no lookup compares.
+pub(crate) fn key_of<K: Resource<DynamicType = ()>>(object: &K) -> ObjectRef<K> {
+    let meta = object.meta();
+    let key = ObjectRef::new(meta.name.as_deref().unwrap_or_default());
+    match &meta.namespace {
+        Some(namespace) => key.within(namespace),
+        None => key,
+    }
+}
+
 /// How a cache keeps its objects.
 pub(crate) enum Storage<K> {
     /// Decoded, in kube's [`Store`].
@@ -248,7 +259,7 @@ where
             Objects::Typed(store) => store
                 .state()
                 .into_iter()
-                .map(|object| (ObjectRef::from_obj(&*object), Kept::Typed(object)))
+                .map(|object| (key_of(&*object), Kept::Typed(object)))
                 .collect(),
             Objects::Packed(packed) => packed
                 .read()
@@ -324,20 +335,20 @@ where
         let write = || writer.objects.write().unwrap_or_else(|e| e.into_inner());
         match event {
             watcher::Event::Apply(object) => {
-                let key = ObjectRef::from_obj(object);
+                let key = key_of(object);
                 match (writer.codec.pack)(object, &writer.dictionary) {
                     Some(packed) => write().insert(key, packed),
                     None => write().remove(&key),
                 };
             }
             watcher::Event::Delete(object) => {
-                write().remove(&ObjectRef::from_obj(object));
+                write().remove(&key_of(object));
             }
             watcher::Event::Init => writer.listing = Some(HashMap::new()),
             watcher::Event::InitApply(object) => {
                 let listing = writer.listing.get_or_insert_default();
                 if let Some(packed) = (writer.codec.pack)(object, &writer.dictionary) {
-                    listing.insert(ObjectRef::from_obj(object), packed);
+                    listing.insert(key_of(object), packed);
                 }
             }
             watcher::Event::InitDone => {
