@@ -237,9 +237,11 @@ oci-image: operator ## The golden operator's container image, built without Dock
 	python3 hack/oci-image.py --binary $(OPERATOR) --output $(OCI_IMAGE) --tag project:latest
 	$(step-end)
 
-# The multi-version tutorials continue the CronJob ones, in the same shell (`<!-- continues: -->`).
+# The multi-version tutorials continue the CronJob ones, in the same shell (`<!-- continues: -->`). The
+# multi-cluster one runs four local clusters and a manager of its own (its probes on :8083).
 DOCS := docs/getting-started.md docs/zh/getting-started.md docs/cronjob-tutorial.md docs/zh/cronjob-tutorial.md \
-  docs/multiversion-tutorial.md docs/zh/multiversion-tutorial.md
+  docs/multiversion-tutorial.md docs/zh/multiversion-tutorial.md \
+  docs/multicluster-tutorial.md docs/zh/multicluster-tutorial.md
 
 .PHONY: test-docs
 test-docs: build envtest ## Check the tutorials' snippets against testdata/project and run their commands.

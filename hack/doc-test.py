@@ -304,7 +304,12 @@ def run_blocks(path, shell, workdir, env):
             here = shell.cwd()
             if os.path.isdir(os.path.join(here, "rustbuilder", "runtime")):
                 subprocess.run([os.path.join(ROOT, "hack", "vendored-runtime-times.sh"), here], check=True)
+            # A project without a golden project of its own name (the multi-cluster tutorial's) takes
+            # the Getting Started one's: `init` gives every project the same dependencies, and cargo
+            # only renames the root package.
             golden_lock = os.path.join(ROOT, "testdata", os.path.basename(here), "Cargo.lock")
+            if not os.path.isdir(os.path.dirname(golden_lock)):
+                golden_lock = os.path.join(ROOT, "testdata", "project", "Cargo.lock")
             if os.path.isfile(os.path.join(here, "Cargo.toml")) and not os.path.exists(os.path.join(here, "Cargo.lock")) \
                     and os.path.isfile(golden_lock):
                 shutil.copyfile(golden_lock, os.path.join(here, "Cargo.lock"))
