@@ -37,8 +37,9 @@ const TIMING: Timing = Timing {
 
 /// How long a disengaged cluster's controllers take to stop: a reconcile still in flight. Longer
 /// than a handover takes once a range is released, so that a replica giving a cluster up too early
-/// shows as an overlap.
-const LINGER: Duration = Duration::from_secs(2);
+/// shows as an overlap; and longer than a lease duration, so that a stalled replica's cluster
+/// whose reconciles were not cancelled at its fence shows too.
+const LINGER: Duration = Duration::from_secs(4);
 
 const SETTLE: Duration = Duration::from_secs(15);
 
@@ -148,6 +149,17 @@ fn run_fleet(
         let _ = running.await;
     });
     (fleet, running)
+}
+
+/// Fails if a cluster ran in two replicas at once, or was in two engaged sets at once, so far.
+fn assert_no_overlap(record: &Mutex<Record>, sampled: &Mutex<Vec<String>>, when: &str) {
+    let overlaps = record.lock().unwrap().overlaps.clone();
+    assert!(
+        overlaps.is_empty(),
+        "{when}: controllers ran twice: {overlaps:?}"
+    );
+    let sampled = sampled.lock().unwrap().clone();
+    assert!(sampled.is_empty(), "{when}: engaged twice: {sampled:?}");
 }
 
 fn names(fleet: &Fleet) -> BTreeSet<String> {
@@ -271,6 +283,7 @@ async fn replicas_share_the_clusters_and_hand_them_over_without_overlap() {
         names(&fleet_two)
     );
     let took = stalled.elapsed();
+    assert_no_overlap(&record, &sampled, "after two stalled");
     assert!(
         took >= TIMING.lease_duration,
         "one took two's clusters {took:?} after it stalled, before its Lease expired"
@@ -307,6 +320,7 @@ async fn replicas_share_the_clusters_and_hand_them_over_without_overlap() {
         names(&fleet_three)
     );
     let took = joined.elapsed();
+    assert_no_overlap(&record, &sampled, "after three joined");
     assert!(
         took >= LINGER,
         "three engaged one's cluster {took:?} after joining, before one's controllers could stop"
@@ -314,10 +328,6 @@ async fn replicas_share_the_clusters_and_hand_them_over_without_overlap() {
     eprintln!("three took its clusters from one in {took:?}");
 
     sampler.abort();
-    let overlaps = record.lock().unwrap().overlaps.clone();
-    assert!(overlaps.is_empty(), "controllers ran twice: {overlaps:?}");
-    let sampled = sampled.lock().unwrap().clone();
-    assert!(sampled.is_empty(), "engaged twice: {sampled:?}");
 
     for manager in [&one, &two, &three] {
         manager.shutdown();
