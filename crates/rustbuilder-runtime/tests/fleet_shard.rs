@@ -284,9 +284,11 @@ async fn replicas_share_the_clusters_and_hand_them_over_without_overlap() {
     );
     let took = stalled.elapsed();
     assert_no_overlap(&record, &sampled, "after two stalled");
+    // The Lease expires a lease duration after its last renewal, which came at most a retry
+    // period (and a request) before the stall.
     assert!(
-        took >= TIMING.lease_duration,
-        "one took two's clusters {took:?} after it stalled, before its Lease expired"
+        took >= TIMING.renew_deadline,
+        "one took two's clusters {took:?} after it stalled, before its Lease could expire"
     );
     eprintln!("one took two's clusters {took:?} after two stalled");
 

@@ -94,7 +94,7 @@ pub use spread::{
 pub use static_list::StaticClusters;
 
 use crate::manager::Manager;
-use crate::shard::{Shard, ShardState, hash};
+use crate::shard::{Fence, Shard, ShardState, hash};
 
 /// How long a disengaged cluster's controllers may take to finish their reconciles in flight
 /// before they are cancelled.
@@ -255,16 +255,9 @@ impl Fleet {
         // With --sharding: what this replica holds, and until when its writes are safe.
         let mut held = shard.as_ref().map(Shard::state);
         let fence = shard.as_ref().map(|shard| shard.fence().clone());
-        let fence_passed = async {
-            match &fence {
-                Some(fence) => fence.passed().await,
-                None => std::future::pending().await,
-            }
-        };
-        let mut fence_passed = std::pin::pin!(fence_passed);
-        let mut fenced = false;
         info!(sharded = shard.is_some(), "fleet started");
         loop {
+            let fence_open = fence.as_ref().is_some_and(Fence::is_open);
             tokio::select! {
                 () = &mut shutdown => break,
                 announced = announcements.next(), if !provider_done => match announced {
@@ -284,11 +277,12 @@ impl Fleet {
                     }
                 },
                 // Past the fence, the others may take this replica's clusters at any moment:
-                // their reconciles are cancelled at once, as a sharded controller's are.
-                () = &mut fence_passed, if !fenced => {
-                    fenced = true;
-                    running.cancel_all();
-                }
+                // their reconciles are cancelled at once, as a sharded controller's are. Open
+                // again (a renewal in time after all), its clusters are engaged again.
+                () = fence_turns(fence.as_ref(), fence_open) => match fence_open {
+                    true => running.cancel_all(),
+                    false => running.follow_shard(),
+                },
                 // Reaped as they finish, so that they do not pile up.
                 Some(_) = running.stopping.join_next(), if !running.stopping.is_empty() => {}
             }
@@ -310,6 +304,15 @@ impl Shared {
 
     fn lock_announcements(&self) -> std::sync::MutexGuard<'_, Option<Announcements>> {
         self.announcements.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Resolves when the fence passes if it is `open`, else when it opens; never without a fence.
+async fn fence_turns(fence: Option<&Fence>, open: bool) {
+    match (fence, open) {
+        (Some(fence), true) => fence.passed().await,
+        (Some(fence), false) => fence.opened().await,
+        (None, _) => std::future::pending().await,
     }
 }
 
@@ -425,7 +428,8 @@ impl Running {
                 cluster = name,
                 "another replica's cluster now: disengaging it"
             );
-            let stopped = self.stop(&name, false);
+            // Past the fence, without waiting for its reconciles (see `cancel_all`).
+            let stopped = self.stop(&name, !fence_open);
             self.stopping.spawn(stopped);
         }
         let taken: Vec<(String, kube::Config)> = self
