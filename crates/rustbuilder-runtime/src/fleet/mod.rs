@@ -45,7 +45,7 @@
 //! per engaged cluster until the cluster's controllers have stopped. A replica gives a range up
 //! only once its permits have dropped, and another starts a range only once no live member
 //! publishes it: so the replica giving a cluster up has stopped it before the one taking it engages
-//! it. Past the replica's [`Fence`](crate::shard::Fence), its clusters are cancelled at once and
+//! it. Past the replica's [`Fence`], its clusters are cancelled at once and
 //! their clients refuse writes, as its own does.
 //!
 //! A controller of the operator's own cluster can also write into the members: [`Spread`] keeps the

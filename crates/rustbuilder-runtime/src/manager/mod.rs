@@ -733,8 +733,8 @@ impl ManagerBuilder {
         self
     }
 
-    /// This process's identity among the replicas (see [`Manager::identity`]) [default:
-    /// `<hostname>_<random>`]. It must be unique among them: the pod's name is.
+    /// This process's identity among the replicas (see [`Manager::identity`]), instead of
+    /// `<hostname>_<random>`. It must be unique among them: the pod's name is.
     pub fn identity(mut self, identity: &str) -> Self {
         self.identity = Some(identity.to_string());
         self
