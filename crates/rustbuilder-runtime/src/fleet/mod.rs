@@ -40,6 +40,14 @@
 //! # }
 //! ```
 //!
+//! With `--sharding`, the replicas share the clusters: each engages only those whose name's
+//! [`hash`] lies in the ranges its [`Shard`] admits, holding a [`Permit`](crate::shard::Permit)
+//! per engaged cluster until the cluster's controllers have stopped. A replica gives a range up
+//! only once its permits have dropped, and another starts a range only once no live member
+//! publishes it: so the replica giving a cluster up has stopped it before the one taking it engages
+//! it. Past the replica's [`Fence`], its clusters are cancelled at once and
+//! their clients refuse writes, as its own does.
+//!
 //! A controller of the operator's own cluster can also write into the members: [`Spread`] keeps the
 //! children of objects at home in the members their spec selects, naming their owner by labels
 //! (owner references cannot cross clusters) and deleting them before their owner goes.
@@ -86,6 +94,7 @@ pub use spread::{
 pub use static_list::StaticClusters;
 
 use crate::manager::Manager;
+use crate::shard::{Fence, Shard, ShardState, hash};
 
 /// How long a disengaged cluster's controllers may take to finish their reconciles in flight
 /// before they are cancelled.
@@ -232,16 +241,23 @@ impl Fleet {
             return;
         }
         let mut announcements = announcements();
+        let shard = process.shard().cloned();
         let mut running = Running {
             shared: self.shared.clone(),
+            shard: shard.clone(),
+            announced: BTreeMap::new(),
             tasks: HashMap::new(),
             stopping: JoinSet::new(),
         };
         let shutdown = process.shutdown_signal();
         let mut shutdown = std::pin::pin!(shutdown);
         let mut provider_done = false;
-        info!("fleet started");
+        // With --sharding: what this replica holds, and until when its writes are safe.
+        let mut held = shard.as_ref().map(Shard::state);
+        let fence = shard.as_ref().map(|shard| shard.fence().clone());
+        info!(sharded = shard.is_some(), "fleet started");
         loop {
+            let fence_open = fence.as_ref().is_some_and(Fence::is_open);
             tokio::select! {
                 () = &mut shutdown => break,
                 announced = announcements.next(), if !provider_done => match announced {
@@ -251,6 +267,21 @@ impl Fleet {
                         info!("the provider announces no more clusters; those engaged stay");
                         provider_done = true;
                     }
+                },
+                changed = changed(&mut held) => match changed {
+                    Ok(()) => running.follow_shard(),
+                    // The member is gone with its manager: nothing is this replica's any more.
+                    Err(_) => {
+                        held = None;
+                        running.cancel_all();
+                    }
+                },
+                // Past the fence, the others may take this replica's clusters at any moment:
+                // their reconciles are cancelled at once, as a sharded controller's are. Open
+                // again (a renewal in time after all), its clusters are engaged again.
+                () = fence_turns(fence.as_ref(), fence_open) => match fence_open {
+                    true => running.cancel_all(),
+                    false => running.follow_shard(),
                 },
                 // Reaped as they finish, so that they do not pile up.
                 Some(_) = running.stopping.join_next(), if !running.stopping.is_empty() => {}
@@ -276,10 +307,33 @@ impl Shared {
     }
 }
 
+/// Resolves when the fence passes if it is `open`, else when it opens; never without a fence.
+async fn fence_turns(fence: Option<&Fence>, open: bool) {
+    match (fence, open) {
+        (Some(fence), true) => fence.passed().await,
+        (Some(fence), false) => fence.opened().await,
+        (None, _) => std::future::pending().await,
+    }
+}
+
+/// The next change of the shard's state, if sharded; else never.
+async fn changed(
+    held: &mut Option<watch::Receiver<ShardState>>,
+) -> Result<(), watch::error::RecvError> {
+    match held {
+        Some(held) => held.changed().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// The clusters' tasks while the fleet runs. Dropped (the fleet's future cancelled, say), it shuts
 /// every cluster down.
 struct Running {
     shared: Arc<Shared>,
+    /// With --sharding, this replica's part: it engages the clusters whose name hashes into it.
+    shard: Option<Shard>,
+    /// Every cluster announced and not withdrawn, engaged here or not (sharded, another replica's).
+    announced: BTreeMap<String, kube::Config>,
     /// Each engaged cluster's task: its engagement, then its controllers until they stop.
     tasks: HashMap<String, JoinHandle<()>>,
     /// The tasks of disengaged clusters, finishing their reconciles in flight.
@@ -290,8 +344,31 @@ impl Running {
     /// Engages `name` with `config`; if it is engaged already, its manager shuts down, and the new one
     /// starts once the old one's controllers have stopped (two reconciles of one object never
     /// overlap). Nothing here waits on the cluster.
+    ///
+    /// Sharded, it engages only a cluster whose name's [`hash`] this replica admits
+    /// ([`Shard::enter_hash`]), and holds the [`Permit`](crate::shard::Permit) until the cluster's
+    /// controllers have stopped: the replica does not give the cluster's range up, so no other
+    /// takes the cluster, while they run.
     fn engage(&mut self, name: &str, config: kube::Config) {
-        let previous = self.stop(name);
+        self.announced.insert(name.to_string(), config.clone());
+        let permit = match &self.shard {
+            Some(shard) => match shard.enter_hash(hash(name)) {
+                Some(permit) => Some(permit),
+                None => {
+                    if self.tasks.contains_key(name) {
+                        info!(
+                            cluster = name,
+                            "another replica's cluster now: disengaging it"
+                        );
+                    }
+                    let stopped = self.stop(name, false);
+                    self.stopping.spawn(stopped);
+                    return;
+                }
+            },
+            None => None,
+        };
+        let previous = self.stop(name, false);
         let manager = match self.shared.process.for_cluster(config) {
             Ok(manager) => manager,
             Err(error) => {
@@ -312,6 +389,8 @@ impl Running {
         let engage = self.shared.engage.clone();
         let span = info_span!("fleet", cluster = name);
         let task = async move {
+            // Dropped when the task ends, or is aborted: only then may the range go.
+            let _permit = permit;
             previous.await;
             run_cluster(cluster, engage).await;
             stopped.store(true, Ordering::SeqCst);
@@ -320,24 +399,76 @@ impl Running {
             .insert(name.to_string(), tokio::spawn(task.instrument(span)));
     }
 
-    /// Disengages `name`, if it is engaged.
+    /// Disengages `name`, if it is engaged, and forgets it.
     fn disengage(&mut self, name: &str) {
+        self.announced.remove(name);
         if self.tasks.contains_key(name) {
             info!(cluster = name, "disengaging the cluster");
         }
-        let stopped = self.stop(name);
+        let stopped = self.stop(name, false);
         self.stopping.spawn(stopped);
     }
 
+    /// Sharded, after the ranges this replica holds changed: first disengages the clusters it no
+    /// longer admits (each keeps its range until its controllers have stopped), then engages
+    /// those it now admits.
+    fn follow_shard(&mut self) {
+        let Some(shard) = &self.shard else { return };
+        let fence_open = shard.fence().is_open();
+        let active = shard.active();
+        let admitted = |name: &str| fence_open && active.contains(hash(name));
+        let given_up: Vec<String> = self
+            .tasks
+            .keys()
+            .filter(|name| !admitted(name))
+            .cloned()
+            .collect();
+        for name in given_up {
+            info!(
+                cluster = name,
+                "another replica's cluster now: disengaging it"
+            );
+            // Past the fence, without waiting for its reconciles (see `cancel_all`).
+            let stopped = self.stop(&name, !fence_open);
+            self.stopping.spawn(stopped);
+        }
+        let taken: Vec<(String, kube::Config)> = self
+            .announced
+            .iter()
+            .filter(|(name, _)| !self.tasks.contains_key(*name) && admitted(name))
+            .map(|(name, config)| (name.clone(), config.clone()))
+            .collect();
+        for (name, config) in taken {
+            info!(cluster = name, "this replica's cluster now: engaging it");
+            self.engage(&name, config);
+        }
+    }
+
+    /// Sharded, once this replica's fence has passed (or its membership is gone): cancels every
+    /// cluster's controllers at once, without waiting for their reconciles.
+    fn cancel_all(&mut self) {
+        let names: Vec<String> = self.tasks.keys().cloned().collect();
+        if !names.is_empty() {
+            warn!(clusters = ?names, "this replica's shard fence has passed: cancelling its clusters");
+        }
+        for name in names {
+            let stopped = self.stop(&name, true);
+            self.stopping.spawn(stopped);
+        }
+    }
+
     /// Shuts the cluster `name` down, if engaged; the future returned resolves once its task has
-    /// ended (cancelled after [`DISENGAGE_GRACE`]).
-    fn stop(&mut self, name: &str) -> impl Future<Output = ()> + Send + 'static {
+    /// ended (cancelled at once if `cancel`, else after [`DISENGAGE_GRACE`]).
+    fn stop(&mut self, name: &str, cancel: bool) -> impl Future<Output = ()> + Send + 'static {
         let removed = self.shared.members().remove(name);
         if let Some(member) = removed {
             member.cluster.manager().shutdown();
             self.shared.membership_changed();
         }
         let task = self.tasks.remove(name);
+        if cancel && let Some(task) = &task {
+            task.abort();
+        }
         let cluster = name.to_string();
         async move {
             let Some(mut task) = task else { return };

@@ -227,7 +227,15 @@ where
 {
     /// Children in the members of `fleet`, of owners in the cluster the process manager runs in,
     /// which the children name `home` ([`OWNER_CLUSTER_LABEL`]).
+    ///
+    /// Not for a process run with `--sharding`: its fleet engages only this replica's members, so
+    /// the spread would miss the others' (it says so in the log).
     pub fn new(fleet: &Fleet, home: &str) -> Self {
+        if fleet.process().shard().is_some() {
+            warn!(
+                "a spread under --sharding reaches only the members this replica engages; run cross-cluster controllers with --leader-elect"
+            );
+        }
         Spread {
             inner: Arc::new(Inner {
                 fleet: fleet.clone(),

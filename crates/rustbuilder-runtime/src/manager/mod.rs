@@ -238,6 +238,7 @@ impl Manager {
             registry: None,
             client_config: None,
             lease_timing: Timing::default(),
+            identity: None,
         }
     }
 
@@ -297,7 +298,8 @@ impl Manager {
         &self.inner.name
     }
 
-    /// This process among the replicas of the operator, `<hostname>_<random>`: the holder it writes
+    /// This process among the replicas of the operator, `<hostname>_<random>` unless
+    /// [`ManagerBuilder::identity`] names it: the holder it writes
     /// into the leader-election Lease, and the comment of its `User-Agent` (so the API server's audit
     /// log tells the replicas apart).
     pub fn identity(&self) -> &str {
@@ -585,7 +587,11 @@ impl Manager {
     pub(crate) fn for_cluster(&self, config: kube::Config) -> Result<Manager, Error> {
         let metrics = Metrics::of_cluster();
         let (name, identity) = (self.name(), self.identity());
-        let client = counted_client(config, &metrics, &Fence::new(), name, identity)?;
+        // With --sharding, the cluster's writes stop at this replica's fence, as its own do.
+        let fence = self
+            .shard()
+            .map_or_else(Fence::new, |shard| shard.fence().clone());
+        let client = counted_client(config, &metrics, &fence, name, identity)?;
         let namespace = self.inner.watch_namespace.clone();
         let identity = identity.to_string();
         Ok(Manager::with_parts(
@@ -689,6 +695,7 @@ pub struct ManagerBuilder {
     registry: Option<prometheus_client::registry::Registry>,
     client_config: Option<kube::Config>,
     lease_timing: Timing,
+    identity: Option<String>,
 }
 
 /// Who sets the process's tracing subscriber.
@@ -723,6 +730,13 @@ impl ManagerBuilder {
     /// layer) instead of the runtime's own; `--log-level` and `--log-format` are then up to it.
     pub fn tracing_subscriber(mut self, subscriber: impl Into<tracing::Dispatch>) -> Self {
         self.logging = Logging::Subscriber(subscriber.into());
+        self
+    }
+
+    /// This process's identity among the replicas (see [`Manager::identity`]), instead of
+    /// `<hostname>_<random>`. It must be unique among them: the pod's name is.
+    pub fn identity(mut self, identity: &str) -> Self {
+        self.identity = Some(identity.to_string());
         self
     }
 
@@ -772,7 +786,7 @@ impl ManagerBuilder {
             Some(config) => config,
             None => client_config(&args).await?,
         };
-        let identity = new_identity();
+        let identity = self.identity.unwrap_or_else(new_identity);
         // With --sharding, the member keeps this fence open while its renewals are in time; a
         // write the client would send after that is refused (see `shard::Fence`).
         let fence = Fence::new();

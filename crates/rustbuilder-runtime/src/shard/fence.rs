@@ -94,6 +94,20 @@ impl Fence {
         }
     }
 
+    /// Resolves once the fence is open (at once if it is): a renewal came in time again.
+    pub(crate) async fn opened(&self) {
+        // Subscribed before looking: an opening after the look wakes `changed`.
+        let mut until = self.until.subscribe();
+        loop {
+            if self.is_open() {
+                return;
+            }
+            if until.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+        }
+    }
+
     /// Safe until `at` (a renewal sent at `at - renew deadline` succeeded).
     pub(crate) fn open_until(&self, at: Instant) {
         self.until.send_replace(Until::At(at));
@@ -247,6 +261,24 @@ mod tests {
         tokio::time::timeout(Duration::from_millis(50), fence.passed())
             .await
             .expect("a closed fence has passed");
+    }
+
+    #[tokio::test]
+    async fn a_passed_fence_opens_again_at_a_renewal() {
+        let fence = Fence::new();
+        let quick = Duration::from_millis(50);
+        let open = tokio::time::timeout(quick, fence.opened()).await;
+        assert!(open.is_ok(), "an unfenced fence is open");
+        fence.close();
+        let opened = tokio::spawn({
+            let fence = fence.clone();
+            async move { fence.opened().await }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!opened.is_finished(), "opened while passed");
+        fence.open_until(Instant::now() + Duration::from_secs(5));
+        let reopened = tokio::time::timeout(quick, opened).await;
+        assert!(reopened.is_ok(), "not opened by a renewal");
     }
 
     #[tokio::test]
