@@ -346,18 +346,20 @@ async fn cron_jobs_run_on_schedule_as_their_policies_say() {
         .create(&PostParams::default(), &job)
         .await
         .expect("the Job made by hand");
+    // The cache sees the Job a moment after the API server does (as any informer would): the
+    // status naming it says the controller has seen it, and only then is the run due.
+    eventually("status.active naming it", TIMEOUT, async || {
+        let active = t.current(&by_hand).await.status?.active?;
+        let names: Vec<_> = active.iter().filter_map(|r| r.name.clone()).collect();
+        (names == [job.name_any()]).then_some(())
+    })
+    .await;
     t.set_clock(&by_hand, first, 1).await;
     t.still_jobs(
         &by_hand,
         &[earlier],
         "Forbid: no run beside a Job made by hand",
     )
-    .await;
-    eventually("status.active naming it", TIMEOUT, async || {
-        let active = t.current(&by_hand).await.status?.active?;
-        let names: Vec<_> = active.iter().filter_map(|r| r.name.clone()).collect();
-        (names == [job.name_any()]).then_some(())
-    })
     .await;
     t.delete(&by_hand).await;
 
