@@ -12,6 +12,14 @@
 //!
 //! A source ConfigMap with a `fail` key makes the reconcile fail (retried with backoff), to show what
 //! failures look like in logs and metrics.
+//!
+//! With `--fleet` it copies in every cluster of a fleet instead (the `--cluster-*` flags say where
+//! the clusters come from), the same controller in each; with `--sharding` too, its replicas share
+//! the clusters:
+//!
+//! ```text
+//! cargo run --example manager -- --fleet --cluster-provider kubeconfig-dir --cluster-kubeconfig-dir clusters/
+//! ```
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -25,6 +33,7 @@ use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use rustbuilder_runtime::apply::{self, Applied};
 use rustbuilder_runtime::events::Events;
+use rustbuilder_runtime::fleet::{Cluster, Fleet, FleetArgs};
 use rustbuilder_runtime::manager::{Manager, ManagerArgs};
 use rustbuilder_runtime::owned::{self, MANAGED_BY_LABEL, Owned};
 
@@ -52,6 +61,13 @@ struct Args {
     /// Pause this many milliseconds in every reconcile (to watch graceful shutdown at work).
     #[arg(long, env = "ECHO_RECONCILE_DELAY_MS", default_value_t = 0)]
     reconcile_delay_ms: u64,
+
+    /// Copy in every cluster of a fleet, not in this one.
+    #[arg(long, env = "ECHO_FLEET")]
+    fleet: bool,
+
+    #[command(flatten)]
+    clusters: FleetArgs,
 }
 
 /// Why a reconcile failed.
@@ -77,7 +93,17 @@ async fn main() -> Result<(), rustbuilder_runtime::manager::Error> {
     let delay = Duration::from_millis(args.reconcile_delay_ms);
     let manager = Manager::start(MANAGER_NAME, LEADER_ELECTION_ID, args.manager).await?;
     let controllers = manager.controllers();
-    controllers.add(run(manager.clone(), delay));
+    if args.fleet {
+        // The same controller in each cluster, started at its engagement, stopped at its end.
+        let engage = move |cluster: &Cluster| {
+            let manager = cluster.manager();
+            manager.controllers().add(run(manager.clone(), delay));
+        };
+        let fleet = Fleet::new(&manager, args.clusters.provider(&manager)?, engage);
+        controllers.add(fleet.run());
+    } else {
+        controllers.add(run(manager.clone(), delay));
+    }
     controllers.run().await
 }
 

@@ -7,6 +7,10 @@
 //!
 //! The four clusters are one control plane under four names (the fleet tells clusters apart by name
 //! only), which also holds the shard Leases: a control plane less to start.
+//!
+//! The drill runs the example manager as processes (`--fleet --sharding`) over clusters of their
+//! own: one replica is SIGKILLed, and the other takes its cluster once its Lease has expired, never
+//! before, while the cluster it had goes on being served.
 
 mod support;
 
@@ -16,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use rustbuilder_envtest::TestEnv;
@@ -24,7 +29,7 @@ use rustbuilder_runtime::fleet::{Cluster, Fleet, StaticClusters};
 use rustbuilder_runtime::manager::ManagerArgs;
 use rustbuilder_runtime::manager::leader::Timing;
 use rustbuilder_runtime::shard::{GROUP_LABEL, Ranges, hash};
-use support::eventually;
+use support::{ManagerProcess, copy_of, create_source, eventually};
 
 const MANAGER: &str = "fleet-shard-test";
 
@@ -339,4 +344,158 @@ async fn replicas_share_the_clusters_and_hand_them_over_without_overlap() {
         assert!(stopped.is_ok(), "a replica did not stop");
     }
     eprintln!("done in {:?}", started.elapsed());
+}
+
+/// The holders of the shard Leases in `env`: the replicas the shard knows.
+async fn shard_members(env: &TestEnv) -> Vec<String> {
+    let leases: Api<Lease> = Api::namespaced(env.client(), "default");
+    let selector = ListParams::default().labels(GROUP_LABEL);
+    let list = leases.list(&selector).await.expect("Leases listed");
+    let holders = list
+        .items
+        .into_iter()
+        .filter_map(|l| l.spec?.holder_identity);
+    holders.collect()
+}
+
+/// When `replica` logged `message` about `cluster` (in a field, or in its span), each time.
+fn logged_about(replica: &ManagerProcess, message: &str, cluster: &str) -> Vec<Timestamp> {
+    let about = |line: &serde_json::Value| {
+        line["fields"]["cluster"] == cluster || line["span"]["cluster"] == cluster
+    };
+    let lines = replica.logged(message).into_iter().filter(about);
+    let time = |line: serde_json::Value| line["timestamp"].as_str()?.parse().ok();
+    lines.filter_map(time).collect()
+}
+
+async fn eventually_copied(client: &kube::Client, source: &str, what: &str) -> Instant {
+    let copied = async || copy_of(client, "default", source).await.is_some();
+    assert!(eventually(Duration::from_secs(60), copied).await, "{what}");
+    Instant::now()
+}
+
+/// The drill: two replicas of the example manager, processes run with `--fleet --sharding`, share
+/// two clusters (each its own control plane; a third holds the Leases) named so that each replica
+/// holds one. The one holding `doomed` is SIGKILLed: no clean release, so its Lease must expire
+/// before the other engages `doomed`, and meanwhile the other's own cluster is served as before.
+#[tokio::test]
+async fn a_replica_killed_while_sharded_by_cluster_hands_its_cluster_over_once_its_lease_expires() {
+    let (host, east, west) = tokio::join!(TestEnv::start(), TestEnv::start(), TestEnv::start());
+    let dir = tempfile::tempdir().unwrap();
+    let clusters = dir.path().join("clusters");
+    std::fs::create_dir(&clusters).unwrap();
+    let args: Vec<String> = [
+        "--fleet",
+        "--sharding",
+        "--leader-election-namespace=default",
+        "--health-probe-bind-address=0",
+        "--cluster-provider=kubeconfig-dir",
+    ]
+    .map(String::from)
+    .into_iter()
+    .chain([format!("--cluster-kubeconfig-dir={}", clusters.display())])
+    .collect();
+    let mut doomed = ManagerProcess::start("doomed", dir.path(), host.kubeconfig(), &args);
+    doomed.wait_for_log("fleet started", SETTLE * 4).await;
+    let mut survivor = ManagerProcess::start("survivor", dir.path(), host.kubeconfig(), &args);
+    survivor.wait_for_log("fleet started", SETTLE * 4).await;
+    let mut members = Vec::new();
+    let both = eventually(SETTLE, async || {
+        members = shard_members(&host).await;
+        members.len() == 2
+    })
+    .await;
+    assert!(both, "two shard members, found {members:?}");
+    // Each replica holds the clusters whose name hashes into its part: a name for each.
+    let held_by = |replica: &ManagerProcess| {
+        let joined = replica.logged("joining the shard group");
+        let identity = joined[0]["fields"]["identity"]
+            .as_str()
+            .expect("an identity");
+        assert!(
+            members.iter().any(|m| m == identity),
+            "{identity} not in {members:?}"
+        );
+        (0..10_000)
+            .map(|i| format!("member-{i}"))
+            .find(|name| Ranges::assigned(&members, identity).contains(hash(name)))
+            .expect("a name in each part")
+    };
+    let (doomed_cluster, kept_cluster) = (held_by(&doomed), held_by(&survivor));
+    std::fs::copy(
+        east.kubeconfig(),
+        clusters.join(format!("{doomed_cluster}.yaml")),
+    )
+    .unwrap();
+    std::fs::copy(
+        west.kubeconfig(),
+        clusters.join(format!("{kept_cluster}.yaml")),
+    )
+    .unwrap();
+
+    // Both clusters served, each by its replica.
+    create_source(&east.client(), "default", "before", &[("k", "v")]).await;
+    create_source(&west.client(), "default", "before", &[("k", "v")]).await;
+    eventually_copied(
+        &east.client(),
+        "before",
+        "the doomed replica's cluster served",
+    )
+    .await;
+    eventually_copied(&west.client(), "before", "the survivor's cluster served").await;
+    assert!(
+        !logged_about(&doomed, "cluster engaged", &doomed_cluster).is_empty(),
+        "the doomed replica did not engage {doomed_cluster}:\n{}",
+        doomed.log_text()
+    );
+    let kept_engagements = logged_about(&survivor, "cluster engaged", &kept_cluster).len();
+
+    // SIGKILL: no release; then a change in each cluster.
+    doomed.signal(libc::SIGKILL);
+    let killed_at = Timestamp::now();
+    let killed = Instant::now();
+    create_source(&east.client(), "default", "after", &[("k", "v")]).await;
+    create_source(&west.client(), "default", "after", &[("k", "v")]).await;
+    let kept_served = eventually_copied(&west.client(), "after", "the kept cluster served").await;
+    let taken_over = eventually_copied(&east.client(), "after", "the doomed cluster taken").await;
+
+    let taken_at = logged_about(
+        &survivor,
+        "this replica's cluster now: engaging it",
+        &doomed_cluster,
+    );
+    let Some(taken_at) = taken_at.first() else {
+        panic!(
+            "the survivor never took {doomed_cluster}:\n{}",
+            survivor.log_text()
+        );
+    };
+    let waited = taken_at.duration_since(killed_at);
+    // The Lease expires a lease duration after its last renewal, at most a retry period (and a
+    // request) before the kill.
+    assert!(
+        waited >= SignedDuration::from_secs(10),
+        "the survivor took {doomed_cluster} {waited:?} after the kill: before the Lease expired"
+    );
+    assert!(
+        kept_served < taken_over,
+        "the kept cluster waited for the takeover: served {:?} after the kill, the other {:?}",
+        kept_served - killed,
+        taken_over - killed
+    );
+    assert_eq!(
+        logged_about(&survivor, "cluster engaged", &kept_cluster).len(),
+        kept_engagements,
+        "the survivor engaged its own cluster again"
+    );
+    assert!(
+        survivor.wait_exit(Duration::ZERO).await.is_none(),
+        "the survivor exited"
+    );
+    eprintln!(
+        "after the kill: the kept cluster served in {:?}, the other taken over in {waited:?} and \
+         served in {:?}",
+        kept_served - killed,
+        taken_over - killed
+    );
 }
