@@ -70,16 +70,39 @@ lint: ## Check formatting, clippy and rustdoc for the CLI and the runtime crates
 	K8S_OPENAPI_ENABLED_VERSION=1.36 RUSTDOCFLAGS="-D warnings" cargo doc --locked --workspace --no-deps --all-features
 	$(step-end)
 
-# The golden operator (oci-image) is built before the tutorials (test-docs) build their own `project`
-# package in the shared build dir: see PROJECTS_TARGET_DIR.
+# The steps of `make test` run side by side, TEST_JOBS jobs at once over all of them: a step that runs
+# several jobs (test binaries, golden projects, tutorials) takes its extra slots from make's jobserver
+# (hack/jobslots.py), at most STEP_JOBS at once. Two cores run three jobs: most of them wait on a control
+# plane or on cargo, a third keeps the cores busy meanwhile. TEST_JOBS=1 runs everything one at a time.
+export TEST_JOBS ?= 3
+export STEP_JOBS ?= 2
+
+TEST_STEPS := verify-testdata test-testdata test-runtime test-cli lint test-package test-helm oci-image \
+  test-docs test-drills
+
 .PHONY: test
-test: test-start prune-cache build lint test-cli test-package test-runtime verify-testdata test-testdata test-helm oci-image test-docs test-drills ## Run every test: CLI, runtime crates, their packages, golden projects, their own tests on a real control plane, the Helm chart, fault drills.
+test: ## Run every test: CLI, runtime crates, their packages, golden projects, their own tests on a real control plane, the Helm chart, fault drills.
+	@$(MAKE) --no-print-directory test-start prune-cache build envtest helm
+	+@$(MAKE) --no-print-directory -j$(TEST_JOBS) $(TEST_STEPS) SIDE_BY_SIDE=1
 	@read started busy < $(STEP_TIMES)/test-start; \
 	  echo "==> make test: $$(( $$(date +%s) - started ))s in all, CPU $$(( $(busy-seconds) - busy ))s"
 	@echo "==> the slowest steps (seconds):"; { cat $(STEP_TIMES)/steps.log 2>/dev/null || true; } | sort -rn | awk 'NR <= 5 { print "      " $$0 }'
 	@echo "==> the slowest test binaries (seconds):"; { cat $(TEST_TIMES_LOG) 2>/dev/null || true; } | sort -rn | awk 'NR <= 5 { print "      " $$0 }'
 	@echo "==> the test binaries that took the most CPU (seconds):"; { cat $(TEST_TIMES_LOG) 2>/dev/null || true; } \
 	  | sed -nE 's/^[0-9]+ (.*) \((.*; )?CPU ([0-9]+)s\)$$/\3 \1/p' | sort -rn | awk 'NR <= 5 { print "      " $$0 }'
+
+# What the steps wait for when they run side by side, besides what they build on: regenerating
+# testdata/ rewrites files the others read; the golden operator (`operator`) is built after the golden
+# projects' own tests, which build the same binary without its static link; and the tutorials
+# (test-docs) build packages named `project` and `project-cronjob` with other code than the golden ones
+# of those names, so they start once no golden project builds (cargo would take one's build for the
+# other's: see PROJECTS_TARGET_DIR). No test of the CLI builds a package of those names.
+ifdef SIDE_BY_SIDE
+test-cli test-testdata test-helm test-docs: verify-testdata
+test-helm: test-testdata
+operator: test-testdata test-helm
+test-docs: oci-image
+endif
 
 .PHONY: test-start
 test-start:
@@ -96,15 +119,14 @@ prune-cache: ## Empty a shared debug target dir that has grown past CACHE_LIMIT_
 	done
 	$(step-end)
 
-# Test binaries run TEST_JOBS at a time (hack/test-binaries.py), each binary's output printed whole when
-# it ends: most of them wait on a control plane or on cargo building a project, so two cores run two.
-export TEST_JOBS ?= 2
+# Test binaries run STEP_JOBS at a time at most (hack/test-binaries.py), the longest first, each binary's
+# output printed whole when it ends.
 TEST_BINARIES := python3 hack/test-binaries.py
 
 .PHONY: test-cli
 test-cli: envtest helm ## Unit and integration tests of the CLI (kustomize builds of config/ with envtest's kubectl, charts rendered with helm).
 	$(step-start)
-	HELM=$(HELM) KUBEBUILDER_ASSETS="$(ASSETS)" $(TEST_BINARIES) --doc --locked
+	+HELM=$(HELM) KUBEBUILDER_ASSETS="$(ASSETS)" $(TEST_BINARIES) --doc --locked
 	$(step-end)
 
 .PHONY: test-package
@@ -124,7 +146,7 @@ ASSETS = $$($(RUSTBUILDER) envtest use $(ENVTEST_K8S_VERSION) --cluster -p path)
 .PHONY: test-runtime
 test-runtime: build envtest ## Test rustbuilder-runtime and rustbuilder-envtest on a real control plane.
 	$(step-start)
-	KUBEBUILDER_ASSETS="$(ASSETS)" $(TEST_BINARIES) --doc --example-env TEST_MANAGER_BIN=manager --locked -p rustbuilder-runtime -p rustbuilder-envtest
+	+KUBEBUILDER_ASSETS="$(ASSETS)" $(TEST_BINARIES) --doc --example-env TEST_MANAGER_BIN=manager --locked -p rustbuilder-runtime -p rustbuilder-envtest
 	$(step-end)
 
 .PHONY: testdata
@@ -159,8 +181,9 @@ verify-testdata: testdata ## Fail when testdata/ differs from what rustbuilder g
 # The golden projects must not need the CLI: their tests run with a PATH that has no rustbuilder on it.
 NO_RUSTBUILDER_PATH := $(shell printf '%s\n' "$$PATH" | tr ':' '\n' | while read -r dir; do [ -x "$$dir/rustbuilder" ] || echo "$$dir"; done | paste -sd: -)
 
-# The projects are tested TEST_JOBS at a time, the longest first: one compiles while another's tests wait on
-# their control plane. Each project's output is printed whole when it is done.
+# The projects are tested several at a time (in make test's job slots; alone, STEP_JOBS at a time), the
+# longest first: one compiles while another's tests wait on their control plane. Each project's output is
+# printed whole when it is done.
 TESTDATA_BY_LENGTH := testdata/project-multigroup testdata/project-cronjob testdata/project-basic \
   testdata/project testdata/project-webhooks
 PROJECT_TESTS := $(TESTDATA_BY_LENGTH:%=%/.test)
@@ -169,7 +192,7 @@ PROJECT_TESTS := $(TESTDATA_BY_LENGTH:%=%/.test)
 test-testdata: build envtest ## Lint and test each sample project (envtest: a real etcd + kube-apiserver).
 	$(step-start)
 	$(if $(filter-out $(TESTDATA_BY_LENGTH),$(TESTDATA)),$(error TESTDATA_BY_LENGTH misses a project of TESTDATA))
-	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=recurse $(PROJECT_TESTS)
+	+$(MAKE) --no-print-directory $(if $(findstring jobserver,$(MAKEFLAGS)),,-j$(STEP_JOBS)) --output-sync=recurse $(PROJECT_TESTS)
 	$(step-end)
 
 .PHONY: $(PROJECT_TESTS)
@@ -213,7 +236,7 @@ test-drills: testdata envtest oci-image ## Fault drills (docs/reliability.md), t
 	$(step-start)
 	cargo fmt --manifest-path $(DRILLS) --check
 	$(call in-project,hack/drills) cargo clippy --locked --manifest-path $(DRILLS) --all-targets -- -D warnings
-	DRILLS_OPERATOR=$(OPERATOR) DRILLS_IMAGE=$(CURDIR)/$(OCI_IMAGE) \
+	+DRILLS_OPERATOR=$(OPERATOR) DRILLS_IMAGE=$(CURDIR)/$(OCI_IMAGE) \
 	  KUBEBUILDER_ASSETS="$(ASSETS)" $(call in-project,hack/drills) \
 	  $(TEST_BINARIES) --locked --manifest-path $(DRILLS) -- --nocapture
 	$(step-end)
@@ -246,7 +269,7 @@ DOCS := docs/getting-started.md docs/zh/getting-started.md docs/cronjob-tutorial
 .PHONY: test-docs
 test-docs: build envtest ## Check the tutorials' snippets against testdata/project and run their commands.
 	$(step-start)
-	PATH="$(dir $(RUSTBUILDER)):$$PATH" KUBEBUILDER_ASSETS="$(ASSETS)" CARGO_BUILD_BUILD_DIR=$(PROJECTS_TARGET_DIR) \
+	+PATH="$(dir $(RUSTBUILDER)):$$PATH" KUBEBUILDER_ASSETS="$(ASSETS)" CARGO_BUILD_BUILD_DIR=$(PROJECTS_TARGET_DIR) \
 	  env -u CARGO_TARGET_DIR python3 hack/doc-test.py $(DOCS)
 	$(step-end)
 

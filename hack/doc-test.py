@@ -23,7 +23,8 @@ Markers are HTML comments, invisible when the Markdown is rendered:
 Usage: doc-test.py [--snippets-only] FILE.md...
 Documents whose commands, files written and expected outputs are exactly earlier ones' (a translation) run once.
 Each chain of documents (one shell) runs in a fresh temporary directory with rustbuilder on PATH; chains run
-TEST_JOBS at a time (default 2), each one's output printed whole when it ends. Needs KUBEBUILDER_ASSETS.
+STEP_JOBS at a time (default 2; under `make test`, in its job slots: see jobslots.py), each one's output
+printed whole when it ends. Needs KUBEBUILDER_ASSETS.
 """
 
 import os
@@ -35,7 +36,8 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+
+from jobslots import job_environment, run_jobs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MARKER = re.compile(r"^<!--\s*(snippet|run|expect|write|continues|same-as)\s*(?::\s*(.*?))?\s*-->\s*$")
@@ -344,7 +346,7 @@ def main(argv):
         raise SystemExit(__doc__)
     failures = [f for path in files for f in check_snippets(path)]
     if not snippets_only and not failures:
-        env = dict(os.environ)
+        env = job_environment(os.environ)
         if not env.get("KUBEBUILDER_ASSETS"):
             raise SystemExit("KUBEBUILDER_ASSETS is not set: run `make envtest` (or rustbuilder envtest use -p path)")
         # The assets' kubectl first: the tutorials need a kubectl as recent as the cluster.
@@ -371,11 +373,10 @@ def main(argv):
             groups.setdefault(project_name(chain), []).append(chain)
         # The longest group first, as it is likely to finish last.
         ordered = sorted(groups.values(), key=lambda group: -sum(os.path.getsize(p) for c in group for p in c))
-        jobs = max(1, int(os.environ.get("TEST_JOBS", "2")))
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            run_group = lambda group: [f for chain in group for f in run_chain(chain, env)]
-            for group_failures in pool.map(run_group, ordered):
-                failures += group_failures
+        jobs = max(1, int(os.environ.get("STEP_JOBS", "2")))
+        run_group = lambda group: [f for chain in group for f in run_chain(chain, env)]
+        for group_failures in run_jobs(ordered, run_group, jobs):
+            failures += group_failures
     for failure in failures:
         print(f"FAIL {failure}", file=sys.stderr)
     print(f"{len(files)} document(s): {'ok' if not failures else f'{len(failures)} failure(s)'}")

@@ -2,10 +2,11 @@
 """Runs the test binaries of a `cargo test` several at a time.
 
 `cargo test` runs one test binary after another. Most of our binaries spend their time waiting on a
-control plane (a Lease to expire, a watch to time out, pods to start), so two cores can run two of them
-at once. This script builds them with `cargo test --no-run`, then runs them JOBS at a time, the
-slowest first (by the durations it recorded last time), as cargo would: from the package's directory,
-with the package's environment. Doc tests, which `--no-run` does not build, run as one more job.
+control plane (a Lease to expire, a watch to time out, pods to start), so two cores can run more than
+one at once. This script builds them with `cargo test --no-run`, then runs them several at a time (in
+the job slots of `make test`, see jobslots.py; outside make, JOBS at a time), the slowest first (by the
+durations it recorded last time), as cargo would: from the package's directory, with the package's
+environment. Doc tests, which `--no-run` does not build, run as one more job.
 `--example-env VAR=NAME` hands the tests the example NAME that the same build made, in VAR, so that no
 test binary runs cargo itself (they would wait on each other for cargo's lock).
 
@@ -22,8 +23,9 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from jobslots import job_environment, run_jobs
 
 
 def built_binaries(cargo_args):
@@ -100,8 +102,8 @@ def run(name, command, cwd, env, printer):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=int(os.environ.get("TEST_JOBS", "2")),
-                        help="binaries run at once (default: TEST_JOBS, else 2)")
+    parser.add_argument("--jobs", type=int, default=int(os.environ.get("STEP_JOBS", "2")),
+                        help="binaries run at once at most (default: STEP_JOBS, else 2)")
     parser.add_argument("--doc", action="store_true", help="also run the doc tests, as one job")
     parser.add_argument("--example-env", action="append", default=[], metavar="VAR=NAME",
                         help="set VAR to the path of the example NAME built with the tests")
@@ -124,18 +126,17 @@ def main():
             print(f"test-binaries: the build made no example {example!r}; {var} is not set", file=sys.stderr)
     jobs = []
     for name, executable, package_dir in binaries:
-        env = dict(os.environ, CARGO_MANIFEST_DIR=str(package_dir), **example_env)
+        env = dict(job_environment(os.environ), CARGO_MANIFEST_DIR=str(package_dir), **example_env)
         jobs.append((name, [executable, *binary_args], package_dir, env))
     if args.doc:
         doc = ["cargo", "test", "--doc", *cargo_args, "--", *binary_args]
-        jobs.append(("doc tests", doc, Path.cwd(), dict(os.environ)))
+        jobs.append(("doc tests", doc, Path.cwd(), job_environment(os.environ)))
 
     previous = load_durations()
     jobs.sort(key=lambda job: -previous.get(job[0], 0.0))
     printer = Printer()
     started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        results = list(pool.map(lambda job: run(*job, printer), jobs))
+    results = run_jobs(jobs, lambda job: run(*job, printer), args.jobs)
 
     durations = dict(previous)
     durations.update({name: round(seconds, 1) for name, seconds, _, _ in results})
@@ -154,7 +155,7 @@ def main():
 
     failed = [name for name, _, _, code in results if code != 0]
     total, cpu = time.monotonic() - started, sum(cpu for _, _, cpu, _ in results)
-    print(f"==> {len(results)} test binaries, {args.jobs} at a time: {total:.0f}s, CPU {cpu:.0f}s; "
+    print(f"==> {len(results)} test binaries: {total:.0f}s, CPU {cpu:.0f}s; "
           f"{len(failed)} failed", flush=True)
     for name in failed:
         print(f"FAILED: {name}", file=sys.stderr)

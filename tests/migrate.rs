@@ -291,9 +291,10 @@ struct Case {
     crds: Vec<(String, PathBuf, &'static [&'static str])>,
 }
 
-const PROJECT_HEAD: &str = "cliVersion: 0.1.0\ndomain: tutorial.kubebuilder.io\nlayout:\n- rust.rustbuilder.dev/v1-alpha\nprojectName: project\nresources:\n";
-const CRONJOB_V1: &str = "- api:\n    crdVersion: v1\n    namespaced: true\n  controller: true\n  domain: tutorial.kubebuilder.io\n  group: batch\n  kind: CronJob\n  path: project::api::v1::CronJob\n  version: v1\n";
-const CRONJOB_V2: &str = "- api:\n    crdVersion: v1\n    namespaced: true\n  domain: tutorial.kubebuilder.io\n  group: batch\n  kind: CronJob\n  path: project::api::v2::CronJob\n  version: v2\n";
+// Named apart from the golden `project`: `make test` may build both at once in the shared build dir.
+const PROJECT_HEAD: &str = "cliVersion: 0.1.0\ndomain: tutorial.kubebuilder.io\nlayout:\n- rust.rustbuilder.dev/v1-alpha\nprojectName: cronjob-migrated\nresources:\n";
+const CRONJOB_V1: &str = "- api:\n    crdVersion: v1\n    namespaced: true\n  controller: true\n  domain: tutorial.kubebuilder.io\n  group: batch\n  kind: CronJob\n  path: cronjob_migrated::api::v1::CronJob\n  version: v1\n";
+const CRONJOB_V2: &str = "- api:\n    crdVersion: v1\n    namespaced: true\n  domain: tutorial.kubebuilder.io\n  group: batch\n  kind: CronJob\n  path: cronjob_migrated::api::v2::CronJob\n  version: v2\n";
 const CRONJOB_FILE: &str = "batch.tutorial.kubebuilder.io_cronjobs.yaml";
 // The tutorial's CRD requires `spec` already.
 const CRONJOB_GAPS: &[&str] = &[

@@ -43,11 +43,24 @@ pub fn vendored_runtime_times(project: &Path) {
     assert!(status.success(), "{script} {} failed", project.display());
 }
 
-/// Runs `cargo ARGS` in the project `dir` (see [`with_shared_build_dir`], [`vendored_runtime_times`])
-/// and returns its output; panics with both streams when it fails.
+/// Gives a project without a `Cargo.lock` the golden project's, as the tutorials and the Kubebuilder
+/// scripts start: a project that resolved its dependencies afresh could pick newer releases than the
+/// golden projects build with, and then rebuild kube, its TLS and the vendored runtime for them.
+#[allow(dead_code)] // not every test binary builds projects with cargo itself
+pub fn golden_lock(project: &Path) {
+    let lock = project.join("Cargo.lock");
+    if project.join("Cargo.toml").is_file() && !lock.exists() {
+        let golden = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/project/Cargo.lock");
+        std::fs::copy(golden, &lock).unwrap();
+    }
+}
+
+/// Runs `cargo ARGS` in the project `dir` (see [`with_shared_build_dir`], [`vendored_runtime_times`],
+/// [`golden_lock`]) and returns its output; panics with both streams when it fails.
 #[allow(dead_code)] // not every test binary builds projects with cargo itself
 pub fn cargo(dir: &Path, args: &[&str]) -> String {
     vendored_runtime_times(dir);
+    golden_lock(dir);
     let output = with_shared_build_dir("cargo")
         .args(args)
         .current_dir(dir)

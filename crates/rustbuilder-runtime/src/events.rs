@@ -38,8 +38,8 @@ const SWEEP_EVERY: Duration = Duration::from_secs(30);
 /// action) within [`REPEAT_WINDOW`] is counted on the first one rather than stored again. Cheap to
 /// clone: clones share that memory.
 ///
-/// Only the name and count of each recent event are kept, not the event: a controller of 1,000
-/// objects holds a few hundred KiB for them, not megabytes.
+/// Only the time and count of each recent event are kept, not the event: a controller of 1,000
+/// objects holds about a hundred KiB for them, not megabytes.
 ///
 /// Events are informative: failing to publish one is logged and otherwise ignored, so publishing
 /// never fails a reconcile.
@@ -70,9 +70,12 @@ struct Key {
     action: String,
 }
 
+/// A recent event. Its name is not kept: it is the regarding object's name and the time of the
+/// first event ([`Events::event_name`]), and its namespace the object's, both known again when the
+/// event repeats. Of the thousands remembered, each takes a few dozen bytes.
 struct Recent {
-    name: String,
-    namespace: String,
+    /// When the first event was created, in nanoseconds since the Unix epoch.
+    created: i128,
     count: i32,
     last: Instant,
 }
@@ -181,7 +184,7 @@ impl Events {
         let now = Instant::now();
         let repeat = self.inner.repeat_of(&key, now);
         let published = match repeat {
-            Some((namespace, name, count)) => self.count(&namespace, &name, count).await,
+            Some((created, count)) => self.count(&reference, created, count).await,
             None => Err(()),
         };
         let published = match published {
@@ -207,12 +210,11 @@ impl Events {
         note: &str,
     ) -> Result<Recent, kube::Error> {
         let now = Timestamp::now();
-        let namespace = reference.namespace.as_deref().unwrap_or("default");
-        let regarding = reference.name.as_deref().unwrap_or(&self.inner.controller);
+        let created = now.as_nanosecond();
         let event = Event {
             metadata: ObjectMeta {
-                name: Some(format!("{regarding}.{:x}", now.as_nanosecond())),
-                namespace: Some(namespace.to_string()),
+                name: Some(self.event_name(reference, created)),
+                namespace: Some(Self::namespace_of(reference).to_string()),
                 ..Default::default()
             },
             event_time: Some(MicroTime(now)),
@@ -225,33 +227,52 @@ impl Events {
             reporting_instance: Some(self.inner.instance.clone()),
             ..Default::default()
         };
-        let api = Api::<Event>::namespaced(self.inner.client.clone(), namespace);
-        let created = api.create(&PostParams::default(), &event).await?;
+        let api =
+            Api::<Event>::namespaced(self.inner.client.clone(), Self::namespace_of(reference));
+        api.create(&PostParams::default(), &event).await?;
         Ok(Recent {
-            name: created.metadata.name.unwrap_or_default(),
-            namespace: namespace.to_string(),
+            created,
             count: 1,
             last: Instant::now(),
         })
     }
 
-    /// Raises the count of the event `namespace/name` to `count + 1`.
-    async fn count(&self, namespace: &str, name: &str, count: i32) -> Result<Recent, ()> {
+    /// Raises the count of the event on `reference` first created at `created` to `count + 1`.
+    async fn count(
+        &self,
+        reference: &ObjectReference,
+        created: i128,
+        count: i32,
+    ) -> Result<Recent, ()> {
         let series = EventSeries {
             count: count + 1,
             last_observed_time: MicroTime(Timestamp::now()),
         };
-        let api = Api::<Event>::namespaced(self.inner.client.clone(), namespace);
+        let api =
+            Api::<Event>::namespaced(self.inner.client.clone(), Self::namespace_of(reference));
         let patch = Patch::Merge(json!({ "series": series }));
-        match api.patch(name, &PatchParams::default(), &patch).await {
+        let name = self.event_name(reference, created);
+        match api.patch(&name, &PatchParams::default(), &patch).await {
             Ok(_) => Ok(Recent {
-                name: name.to_string(),
-                namespace: namespace.to_string(),
+                created,
                 count: count + 1,
                 last: Instant::now(),
             }),
             Err(_) => Err(()),
         }
+    }
+
+    /// The name of the event on `reference` created at `created` (nanoseconds): the object's name
+    /// (the controller's for a reference without one) and the time in hex, unique per object.
+    fn event_name(&self, reference: &ObjectReference, created: i128) -> String {
+        let regarding = reference.name.as_deref().unwrap_or(&self.inner.controller);
+        format!("{regarding}.{created:x}")
+    }
+
+    /// Events live in the namespace of the object they regard; those of cluster-scoped objects in
+    /// `default`.
+    fn namespace_of(reference: &ObjectReference) -> &str {
+        reference.namespace.as_deref().unwrap_or("default")
     }
 }
 
@@ -260,13 +281,12 @@ impl Inner {
         self.published.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The namespace, name and count of the event `key` repeats, if one was published within the
+    /// When the event `key` repeats was created, and its count, if it was published within the
     /// window.
-    fn repeat_of(&self, key: &Key, now: Instant) -> Option<(String, String, i32)> {
+    fn repeat_of(&self, key: &Key, now: Instant) -> Option<(i128, i32)> {
         let published = self.published();
         let recent = published.events.get(key)?;
-        (now.duration_since(recent.last) < REPEAT_WINDOW)
-            .then(|| (recent.namespace.clone(), recent.name.clone(), recent.count))
+        (now.duration_since(recent.last) < REPEAT_WINDOW).then_some((recent.created, recent.count))
     }
 
     fn remember(&self, key: Key, recent: Recent, now: Instant) {

@@ -47,7 +47,7 @@
 //! [`Store`], stay typed.
 
 use std::any::{Any, TypeId};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::fmt::{self, Debug};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -787,9 +787,13 @@ where
 }
 
 /// Who controls whom: the objects of the cache by the uid of their controller owner.
+///
+/// Most owners control one object or a few (a Deployment, a CronJob's recent Jobs), so each owner's
+/// children are a `Vec`, not a set: a set allocates room for several entries even for one, and the
+/// index is one entry per object of the cache. An owner's uid is held once, shared by both maps.
 struct OwnerIndex<K: Resource<DynamicType = ()> + 'static> {
-    children: HashMap<String, HashSet<ObjectRef<K>>>,
-    owner_of: HashMap<ObjectRef<K>, String>,
+    children: HashMap<Arc<str>, Vec<ObjectRef<K>>>,
+    owner_of: HashMap<ObjectRef<K>, Arc<str>>,
 }
 
 impl<K: Resource<DynamicType = ()>> Default for OwnerIndex<K> {
@@ -804,37 +808,57 @@ impl<K: Resource<DynamicType = ()>> Default for OwnerIndex<K> {
 impl<K: Resource<DynamicType = ()>> OwnerIndex<K> {
     /// Records that `key` is controlled by the owner of uid `controller`, or by none.
     fn insert(&mut self, key: &ObjectRef<K>, controller: Option<&str>) {
+        // Most changes of an object leave its controller as it was: nothing to do.
+        if self.owner_of.get(key).map(|uid| &**uid) == controller {
+            return;
+        }
         self.remove(key);
         if let Some(uid) = controller {
-            let uid = uid.to_string();
+            let uid = match self.children.get_key_value(uid) {
+                Some((uid, _)) => uid.clone(),
+                None => Arc::from(uid),
+            };
             self.children
                 .entry(uid.clone())
                 .or_default()
-                .insert(key.clone());
+                .push(key.clone());
             self.owner_of.insert(key.clone(), uid);
         }
     }
 
+    /// Forgets `key`. A scan of its owner's children: short for all but owners of thousands.
     fn remove(&mut self, key: &ObjectRef<K>) {
         let Some(uid) = self.owner_of.remove(key) else {
             return;
         };
         if let Some(children) = self.children.get_mut(&uid) {
-            children.remove(key);
+            if let Some(at) = children.iter().position(|child| child == key) {
+                children.swap_remove(at);
+            }
             if children.is_empty() {
                 self.children.remove(&uid);
             }
         }
     }
 
-    /// Starts over with these objects, each by the uid of its controller owner.
+    /// Starts over with these objects, each by the uid of its controller owner. The map of owners
+    /// is sized at once for the objects that have one: grown entry by entry, it would hold its old
+    /// table and one twice the size at every doubling. (How many owners they have is not known
+    /// before: one may control thousands.)
     fn rebuild<'a>(
         &mut self,
         objects: impl IntoIterator<Item = (&'a ObjectRef<K>, Option<&'a str>)>,
     ) {
-        *self = OwnerIndex::default();
-        for (key, controller) in objects {
-            self.insert(key, controller);
+        let controlled: Vec<(&ObjectRef<K>, &str)> = objects
+            .into_iter()
+            .filter_map(|(key, controller)| Some((key, controller?)))
+            .collect();
+        *self = OwnerIndex {
+            children: HashMap::new(),
+            owner_of: HashMap::with_capacity(controlled.len()),
+        };
+        for (key, controller) in controlled {
+            self.insert(key, Some(controller));
         }
     }
 }
@@ -1000,6 +1024,9 @@ mod tests {
         };
         insert(&mut index, &a);
         insert(&mut index, &b);
+        assert_eq!(children(&index, "1"), ["a", "b"]);
+        // A change that keeps the controller (most changes) lists the child once still.
+        insert(&mut index, &a);
         assert_eq!(children(&index, "1"), ["a", "b"]);
 
         // `b` changes hands, then loses its controller; `a` goes.
