@@ -153,17 +153,16 @@ test-runtime: build envtest ## Test rustbuilder-runtime and rustbuilder-envtest 
 # A project with user code (a tutorial's: testdata/user-code/<project>/) is regenerated from its PROJECT
 # file like the others, then gets its user files back on top of the scaffold before its manifests are
 # written: the scaffold's changes still show in the diff, and the code the tutorial teaches is kept once.
+# Each project's vendored runtime (not committed: written afresh) gets its sources' times before the
+# manifests' build (hack/vendored-runtime-times.sh), so cargo builds it once for the five, not five times.
 testdata: build ## Regenerate the sample projects in testdata/ from their PROJECT files (manifests included).
 	$(step-start)
 	for project in $(TESTDATA); do \
 	  user=testdata/user-code/$$(basename $$project); \
-	  if [ -d $$user ]; then \
-	    $(RUSTBUILDER) alpha generate --skip-manifests --input-dir $$project && \
-	    cp -R $$user/. $$project/ && \
-	    $(call in-project,$$project) $(RUSTBUILDER) manifests --quiet --dir $$project || exit 1; \
-	  else \
-	    $(call in-project,$$project) $(RUSTBUILDER) alpha generate --input-dir $$project || exit 1; \
-	  fi; \
+	  $(RUSTBUILDER) alpha generate --skip-manifests --input-dir $$project || exit 1; \
+	  if [ -d $$user ]; then cp -R $$user/. $$project/; fi; \
+	  hack/vendored-runtime-times.sh $$project; \
+	  $(call in-project,$$project) $(RUSTBUILDER) manifests --quiet --dir $$project || exit 1; \
 	done
 	$(step-end)
 

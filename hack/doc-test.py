@@ -19,6 +19,10 @@ Markers are HTML comments, invisible when the Markdown is rendered:
   <!-- same-as: DIR [except F...] -->  no code block: the shell's directory now holds DIR's project (a golden
                                        project of testdata/): each file git tracks in DIR, but the F named,
                                        is there with the same text, and src/, tests/ and config/ hold no other
+  <!-- run: tested-as DIR [except F...] -->
+                                      the next code block runs a golden project's own tests (`make lint test`):
+                                       when the shell's directory holds DIR's project (as `same-as` checks),
+                                       it does not run again what `make test-testdata` runs on DIR itself
 
 Usage: doc-test.py [--snippets-only] FILE.md...
 Documents whose commands, files written and expected outputs are exactly earlier ones' (a translation) run once.
@@ -260,6 +264,12 @@ def run_chain(chain, env):
     return failures
 
 
+def golden_and_ignored(argument):
+    """`DIR [except F...]` as (DIR, [F...])."""
+    golden, *rest = argument.split()
+    return golden, rest[1:] if rest[:1] == ["except"] else rest
+
+
 def differences(project, golden, ignored):
     """How the directory `project` differs from the golden project `golden` (a directory of the repository)."""
     tracked = subprocess.run(["git", "ls-files", "-z", "--", golden], cwd=ROOT, check=True,
@@ -284,6 +294,12 @@ def differences(project, golden, ignored):
 def run_blocks(path, shell, workdir, env):
     last_output, failures = None, []
     for kind, argument, code, line in blocks(path):
+        if kind == "run" and argument.startswith("tested-as"):
+            golden, ignored = golden_and_ignored(argument.split(None, 1)[1])
+            if not differences(shell.cwd(), golden, ignored):
+                shell.log.append(f"{path}:{line}: $ {code.strip()}\n    (not run: the project is {golden}, "
+                                 "whose own `make lint test test-e2e` `make test-testdata` runs)\n")
+                continue
         if kind == "run" and argument.startswith("background"):
             until = dict(a.split("=", 1) for a in argument.split()[1:]).get("until")
             shell.log.append(f"{path}:{line}: background: {code.strip()}\n")
@@ -291,7 +307,7 @@ def run_blocks(path, shell, workdir, env):
             if not ok:
                 failures.append(f"{path}:{line}: the background command never produced {until}:\n{log}")
                 break
-        elif kind == "run":
+        elif kind == "run":  # plain, or `tested-as` a golden project it is not (yet)
             shell.log.append(f"{path}:{line}: $ {code.strip()}\n")
             started = time.time()
             status, last_output = shell.run(code)
@@ -322,8 +338,7 @@ def run_blocks(path, shell, workdir, env):
             os.makedirs(os.path.dirname(target), exist_ok=True)
             shutil.copyfile(os.path.join(ROOT, source), target)
         elif kind == "same-as":
-            golden, *rest = argument.split()
-            ignored = rest[1:] if rest[:1] == ["except"] else rest
+            golden, ignored = golden_and_ignored(argument)
             found = differences(shell.cwd(), golden, ignored)
             shell.log.append(f"{path}:{line}: the project is {golden}" + (f", but: {found}" if found else "") + "\n")
             if found:

@@ -9,7 +9,7 @@
 //! # }
 //! ```
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -58,24 +58,73 @@ struct Inner {
 /// The events published within the repeat window, by what makes an event a repeat.
 struct Published {
     events: HashMap<Key, Recent>,
+    /// The reasons and actions of those events, each held once: a controller has a few words for
+    /// thousands of events.
+    words: HashSet<Arc<str>>,
     swept: Instant,
 }
 
+/// What makes an event a repeat of another: the same object, type, reason and action.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Key {
-    /// The object's uid, or `kind/namespace/name` for a reference without one.
-    regarding: String,
+    regarding: Regarding,
     type_: EventType,
-    reason: String,
-    action: String,
+    reason: Arc<str>,
+    action: Arc<str>,
+}
+
+/// The object an event is about: its uid, as a number when it is a UUID (the API server's are), or
+/// `kind/namespace/name` for a reference without one.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Regarding {
+    Uuid([u64; 2]),
+    Other(Box<str>),
+}
+
+impl Regarding {
+    fn of(reference: &ObjectReference) -> Self {
+        match &reference.uid {
+            Some(uid) => match uuid(uid) {
+                Some(number) => Regarding::Uuid(number),
+                None => Regarding::Other(uid.as_str().into()),
+            },
+            None => Regarding::Other(
+                format!(
+                    "{}/{}/{}",
+                    reference.kind.as_deref().unwrap_or_default(),
+                    reference.namespace.as_deref().unwrap_or_default(),
+                    reference.name.as_deref().unwrap_or_default()
+                )
+                .into(),
+            ),
+        }
+    }
+}
+
+/// The 128 bits of a UUID written `8-4-4-4-12` in hex digits.
+fn uuid(text: &str) -> Option<[u64; 2]> {
+    if text.len() != 36 {
+        return None;
+    }
+    let mut bits: u128 = 0;
+    for (at, c) in text.chars().enumerate() {
+        if matches!(at, 8 | 13 | 18 | 23) {
+            if c != '-' {
+                return None;
+            }
+            continue;
+        }
+        bits = bits << 4 | u128::from(c.to_digit(16)?);
+    }
+    Some([(bits >> 64) as u64, bits as u64])
 }
 
 /// A recent event. Its name is not kept: it is the regarding object's name and the time of the
 /// first event ([`Events::event_name`]), and its namespace the object's, both known again when the
-/// event repeats. Of the thousands remembered, each takes a few dozen bytes.
+/// event repeats. With its key, each of the thousands remembered takes under a hundred bytes.
 struct Recent {
     /// When the first event was created, in nanoseconds since the Unix epoch.
-    created: i128,
+    created: i64,
     count: i32,
     last: Instant,
 }
@@ -99,6 +148,7 @@ impl Events {
                 instance: instance.unwrap_or_else(|| controller.to_string()),
                 published: Mutex::new(Published {
                     events: HashMap::new(),
+                    words: HashSet::new(),
                     swept: Instant::now(),
                 }),
             }),
@@ -167,22 +217,10 @@ impl Events {
         action: &str,
         note: &str,
     ) {
-        let key = Key {
-            regarding: match &reference.uid {
-                Some(uid) => uid.clone(),
-                None => format!(
-                    "{}/{}/{}",
-                    reference.kind.as_deref().unwrap_or_default(),
-                    reference.namespace.as_deref().unwrap_or_default(),
-                    reference.name.as_deref().unwrap_or_default()
-                ),
-            },
-            type_,
-            reason: reason.to_string(),
-            action: action.to_string(),
-        };
         let now = Instant::now();
-        let repeat = self.inner.repeat_of(&key, now);
+        let (key, repeat) =
+            self.inner
+                .repeat_of(Regarding::of(&reference), type_, reason, action, now);
         let published = match repeat {
             Some((created, count)) => self.count(&reference, created, count).await,
             None => Err(()),
@@ -210,7 +248,8 @@ impl Events {
         note: &str,
     ) -> Result<Recent, kube::Error> {
         let now = Timestamp::now();
-        let created = now.as_nanosecond();
+        // Nanoseconds since 1970 fit in 64 bits until 2262.
+        let created = now.as_nanosecond() as i64;
         let event = Event {
             metadata: ObjectMeta {
                 name: Some(self.event_name(reference, created)),
@@ -241,7 +280,7 @@ impl Events {
     async fn count(
         &self,
         reference: &ObjectReference,
-        created: i128,
+        created: i64,
         count: i32,
     ) -> Result<Recent, ()> {
         let series = EventSeries {
@@ -264,7 +303,7 @@ impl Events {
 
     /// The name of the event on `reference` created at `created` (nanoseconds): the object's name
     /// (the controller's for a reference without one) and the time in hex, unique per object.
-    fn event_name(&self, reference: &ObjectReference, created: i128) -> String {
+    fn event_name(&self, reference: &ObjectReference, created: i64) -> String {
         let regarding = reference.name.as_deref().unwrap_or(&self.inner.controller);
         format!("{regarding}.{created:x}")
     }
@@ -281,12 +320,29 @@ impl Inner {
         self.published.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// When the event `key` repeats was created, and its count, if it was published within the
-    /// window.
-    fn repeat_of(&self, key: &Key, now: Instant) -> Option<(i128, i32)> {
-        let published = self.published();
-        let recent = published.events.get(key)?;
-        (now.duration_since(recent.last) < REPEAT_WINDOW).then_some((recent.created, recent.count))
+    /// The key of an event, and when the event it repeats was created and its count, if one was
+    /// published within the window.
+    fn repeat_of(
+        &self,
+        regarding: Regarding,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        now: Instant,
+    ) -> (Key, Option<(i64, i32)>) {
+        let mut published = self.published();
+        let key = Key {
+            regarding,
+            type_,
+            reason: published.word(reason),
+            action: published.word(action),
+        };
+        let repeat = published
+            .events
+            .get(&key)
+            .filter(|recent| now.duration_since(recent.last) < REPEAT_WINDOW)
+            .map(|recent| (recent.created, recent.count));
+        (key, repeat)
     }
 
     fn remember(&self, key: Key, recent: Recent, now: Instant) {
@@ -295,9 +351,23 @@ impl Inner {
             published
                 .events
                 .retain(|_, recent| now.duration_since(recent.last) < REPEAT_WINDOW);
+            // The words no remembered event (nor one being published) uses any more.
+            published.words.retain(|word| Arc::strong_count(word) > 1);
             published.swept = now;
         }
         published.events.insert(key, recent);
+    }
+}
+
+impl Published {
+    /// `text` as the one copy of it the events share.
+    fn word(&mut self, text: &str) -> Arc<str> {
+        if let Some(word) = self.words.get(text) {
+            return word.clone();
+        }
+        let word: Arc<str> = Arc::from(text);
+        self.words.insert(word.clone());
+        word
     }
 }
 
@@ -313,6 +383,37 @@ pub fn truncate(text: &str, max_bytes: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uids_that_are_uuids_are_kept_as_numbers() {
+        assert_eq!(
+            uuid("0f8fad5b-d9cb-469f-a165-70867728950e"),
+            Some([0x0f8f_ad5b_d9cb_469f, 0xa165_7086_7728_950e])
+        );
+        for not_uuid in [
+            "owner-uid",
+            "0f8fad5b-d9cb-469f-a165-70867728950",
+            "0f8fad5bxd9cb-469f-a165-70867728950e",
+            "0f8fad5b-d9cb-469f-a165-70867728950g",
+        ] {
+            assert_eq!(uuid(not_uuid), None, "{not_uuid}");
+        }
+        let reference = |uid: Option<&str>| ObjectReference {
+            kind: Some("ConfigMap".into()),
+            namespace: Some("ns".into()),
+            name: Some("a".into()),
+            uid: uid.map(Into::into),
+            ..Default::default()
+        };
+        assert_eq!(
+            Regarding::of(&reference(Some("owner-uid"))),
+            Regarding::Other("owner-uid".into())
+        );
+        assert_eq!(
+            Regarding::of(&reference(None)),
+            Regarding::Other("ConfigMap/ns/a".into())
+        );
+    }
 
     #[test]
     fn notes_fit_the_api_limit() {

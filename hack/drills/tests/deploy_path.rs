@@ -803,6 +803,9 @@ async fn exchange(
 
 /// A TLS client that accepts the manager's self-signed certificate, as a scraper configured with
 /// `insecureSkipVerify` does (the default without cert-manager); the handshake is still verified.
+/// With rustls' `ring` provider, as the manager serves (rustls 0.23.48 deprecates it: see the runtime's
+/// `tls` module).
+#[allow(deprecated)]
 fn any_certificate() -> Arc<ClientConfig> {
     let provider = Arc::new(ring::default_provider());
     let config = ClientConfig::builder_with_provider(provider.clone())
