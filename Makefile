@@ -73,7 +73,9 @@ lint: ## Check formatting, clippy and rustdoc for the CLI and the runtime crates
 # The steps of `make test` run side by side, TEST_JOBS jobs at once over all of them: a step that runs
 # several jobs (test binaries, golden projects, tutorials) takes its extra slots from make's jobserver
 # (hack/jobslots.py), at most STEP_JOBS at once. Two cores run three jobs: most of them wait on a control
-# plane or on cargo, a third keeps the cores busy meanwhile. TEST_JOBS=1 runs everything one at a time.
+# plane or on cargo, a third keeps the cores busy meanwhile. On a fresh machine the control plane and
+# helm build from Go modules (`envtest`, `helm`) while the steps that need neither (lint, testdata, the
+# packages) compile. TEST_JOBS=1 STEP_JOBS=1 runs everything one at a time.
 export TEST_JOBS ?= 3
 export STEP_JOBS ?= 2
 
@@ -82,7 +84,7 @@ TEST_STEPS := verify-testdata test-testdata test-runtime test-cli lint test-pack
 
 .PHONY: test
 test: ## Run every test: CLI, runtime crates, their packages, golden projects, their own tests on a real control plane, the Helm chart, fault drills.
-	@$(MAKE) --no-print-directory test-start prune-cache build envtest helm
+	@$(MAKE) --no-print-directory test-start prune-cache build
 	+@$(MAKE) --no-print-directory -j$(TEST_JOBS) $(TEST_STEPS) SIDE_BY_SIDE=1
 	@read started busy < $(STEP_TIMES)/test-start; \
 	  echo "==> make test: $$(( $$(date +%s) - started ))s in all, CPU $$(( $(busy-seconds) - busy ))s"

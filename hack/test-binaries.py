@@ -5,8 +5,7 @@
 control plane (a Lease to expire, a watch to time out, pods to start), so two cores can run more than
 one at once. This script builds them with `cargo test --no-run`, then runs them several at a time (in
 the job slots of `make test`, see jobslots.py; outside make, JOBS at a time), the slowest first (by the
-durations it recorded last time), as cargo would: from the package's directory, with the package's
-environment. Doc tests, which `--no-run` does not build, run as one more job.
+durations it recorded last time), as cargo would: from the package's directory. Doc tests, which `--no-run` does not build, run as one more job.
 `--example-env VAR=NAME` hands the tests the example NAME that the same build made, in VAR, so that no
 test binary runs cargo itself (they would wait on each other for cargo's lock).
 
@@ -126,7 +125,10 @@ def main():
             print(f"test-binaries: the build made no example {example!r}; {var} is not set", file=sys.stderr)
     jobs = []
     for name, executable, package_dir in binaries:
-        env = dict(job_environment(os.environ), CARGO_MANIFEST_DIR=str(package_dir), **example_env)
+        # Not cargo's CARGO_MANIFEST_DIR: no test reads it when it runs, and a cargo the test starts for a
+        # generated project would hand it to the build scripts that watch it (ring's), which would then
+        # rebuild ring, rustls and kube over the builds of the projects no test started.
+        env = dict(job_environment(os.environ), **example_env)
         jobs.append((name, [executable, *binary_args], package_dir, env))
     if args.doc:
         doc = ["cargo", "test", "--doc", *cargo_args, "--", *binary_args]
