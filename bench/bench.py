@@ -90,8 +90,11 @@ OWNED_CACHE = "manager.owned::<Deployment>()"
 # the labelled one does not.
 FOREIGN = int(os.environ.get("BENCH_FOREIGN", "0"))
 # BENCH_RUST_BASE=FILE: "rust-base" runs that Rust operator binary (a dist build kept from before a change,
-# say), so that one run measures the change side by side with what it replaces.
+# say), so that one run measures the change side by side with what it replaces; BENCH_RUST_ALT=FILE:
+# "rust-alt" runs a third (another candidate, or a script that `exec`s the operator in another environment:
+# the PID stays the operator's).
 RUST_BASE = os.environ.get("BENCH_RUST_BASE")
+RUST_ALT = os.environ.get("BENCH_RUST_ALT")
 FOREIGN_NS = "bench-foreign"
 SHARD_GATE = "ShardedListAndWatch"
 SHARD_GATE_ON = os.environ.get("BENCH_SHARD_GATE", "1") != "0"
@@ -273,10 +276,11 @@ def operators():
 
 
 def rust_manager(operator="rust"):
-    if operator == "rust-base":
-        if not RUST_BASE:
-            die("the rust-base operator runs the binary BENCH_RUST_BASE names: set it")
-        return Path(RUST_BASE)
+    for name, variable, path in (("rust-base", "BENCH_RUST_BASE", RUST_BASE), ("rust-alt", "BENCH_RUST_ALT", RUST_ALT)):
+        if operator == name:
+            if not path:
+                die(f"the {name} operator runs the binary {variable} names: set it")
+            return Path(path)
     return RUST_BIN / {"rust-1": "manager-1-worker", "rust-labelled": "manager-labelled"}.get(operator, "manager")
 
 
@@ -1311,7 +1315,7 @@ def cmd_run():
     # What the chosen operators need (the plain client needs only the local cluster).
     binaries = {"rust": rust_manager("rust"), "rust-1": rust_manager("rust-1"), "rust-3": rust_manager("rust"),
                 "rust-labelled": rust_manager("rust-labelled"),
-                **({"rust-base": rust_manager("rust-base")} if "rust-base" in ops else {}),
+                **{op: rust_manager(op) for op in ("rust-base", "rust-alt") if op in ops},
                 "go": GO_CACHE / "manager", "go-16": GO_CACHE / "manager-16-workers"}
     needed = [RUSTBUILDER, RUST_BIN / "envtest"] + [binaries[op] for op in ops if op in binaries]
     if not all(p.exists() for p in needed):
@@ -1368,7 +1372,7 @@ def fmt_range(xs, f="{:.1f}"):
 # Rows of the report, in order.
 OPERATORS = {"rust": "rust (16 workers: default)", "rust-1": "rust, 1 worker",
              "rust-labelled": "rust, labelled Deployment cache",
-             "rust-base": "rust, the BENCH_RUST_BASE build",
+             "rust-base": "rust, the BENCH_RUST_BASE build", "rust-alt": "rust, the BENCH_RUST_ALT build",
              "rust-3": "rust, 3 sharded replicas (RSS, CPU: their sum)", "go": "go (1 worker: default)",
              "go-16": "go, 16 workers", "baseline": "plain client"}
 
@@ -1513,7 +1517,7 @@ def cmd_report():
         keys = sorted({k for op in ops for p in by[(cluster, nmax, op)][0]["phases"].values()
                        for k, v in requests_of(p, op).items() if v})
         label = {"rust": "Rust", "rust-1": "Rust 1w", "rust-3": "Rust ×3", "rust-labelled": "Rust lab.",
-                 "rust-base": "Rust base", "go": "Go", "go-16": "Go 16w",
+                 "rust-base": "Rust base", "rust-alt": "Rust alt", "go": "Go", "go-16": "Go 16w",
                  "baseline": "plain"}
         lines.append("| verb resource | " + " | ".join(f"{label[op]} {ph}" for op in ops
                                                        for ph in ("create", "scale", "idle")) + " |")
