@@ -72,7 +72,8 @@ lint: ## Check formatting, clippy and rustdoc for the CLI and the runtime crates
 
 # The steps of `make test` run side by side, TEST_JOBS jobs at once over all of them: a step that runs
 # several jobs (test binaries, golden projects, tutorials) takes its extra slots from make's jobserver
-# (hack/jobslots.py), at most STEP_JOBS at once. Two cores run three jobs: most of them wait on a control
+# (hack/jobslots.py), at most STEP_JOBS at once (the golden projects as many as the slots allow: a
+# sub-make given its own -j would leave the shared jobserver). Two cores run three jobs: most of them wait on a control
 # plane or on cargo, a third keeps the cores busy meanwhile. On a fresh machine the control plane and
 # helm build from Go modules (`envtest`, `helm`) while the steps that need neither (lint, testdata, the
 # packages) compile. TEST_JOBS=1 STEP_JOBS=1 runs everything one at a time.

@@ -20,9 +20,9 @@ Markers are HTML comments, invisible when the Markdown is rendered:
                                        project of testdata/): each file git tracks in DIR, but the F named,
                                        is there with the same text, and src/, tests/ and config/ hold no other
   <!-- run: tested-as DIR [except F...] -->
-                                      the next code block runs a golden project's own tests (`make lint test`):
-                                       when the shell's directory holds DIR's project (as `same-as` checks),
-                                       it does not run again what `make test-testdata` runs on DIR itself
+                                       the next code block runs a golden project's own tests (`make lint test`):
+                                       it is skipped when the shell's directory holds DIR's project (as `same-as`
+                                       checks), whose tests `make test-testdata` runs; otherwise it runs
 
 Usage: doc-test.py [--snippets-only] FILE.md...
 Documents whose commands, files written and expected outputs are exactly earlier ones' (a translation) run once.
@@ -298,7 +298,7 @@ def run_blocks(path, shell, workdir, env):
             golden, ignored = golden_and_ignored(argument.split(None, 1)[1])
             if not differences(shell.cwd(), golden, ignored):
                 shell.log.append(f"{path}:{line}: $ {code.strip()}\n    (not run: the project is {golden}, "
-                                 "whose own `make lint test test-e2e` `make test-testdata` runs)\n")
+                                 "and `make test-testdata` runs its `make lint test test-e2e`)\n")
                 continue
         if kind == "run" and argument.startswith("background"):
             until = dict(a.split("=", 1) for a in argument.split()[1:]).get("until")
