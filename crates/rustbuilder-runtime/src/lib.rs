@@ -25,6 +25,9 @@
 //! }
 //! ```
 //!
+//! The generated `main` first calls [`allocator::one_arena`], before tokio starts its threads, so
+//! that glibc's `malloc` keeps one heap for them all.
+//!
 //! [`Manager::builder`] changes what the defaults decide: the tracing subscriber, a Prometheus
 //! registry with the operator's own metrics, the client configuration, the lease timing.
 //!
@@ -61,6 +64,7 @@
 
 #![warn(missing_docs)]
 
+pub mod allocator;
 pub mod apply;
 pub mod backoff;
 pub mod cache;

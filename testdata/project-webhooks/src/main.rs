@@ -9,6 +9,7 @@
 //! `rustbuilder create api` adds each controller at the marker below, `create webhook` each webhook.
 
 use clap::Parser;
+use rustbuilder_runtime::allocator;
 use rustbuilder_runtime::manager::{self, Manager, ManagerArgs};
 
 use project_webhooks::api;
@@ -29,9 +30,15 @@ struct Args {
     manager: ManagerArgs,
 }
 
+fn main() -> Result<(), manager::Error> {
+    // First, before tokio starts its threads: one malloc heap for them all (see its docs).
+    allocator::one_arena();
+    run(Args::parse())
+}
+
+/// Starts the manager and runs the controllers until SIGTERM or Ctrl-C.
 #[tokio::main]
-async fn main() -> Result<(), manager::Error> {
-    let args = Args::parse();
+async fn run(args: Args) -> Result<(), manager::Error> {
     let manager = Manager::builder(controller::MANAGER_NAME)
         .leader_election_id(LEADER_ELECTION_ID)
         .start(args.manager)
