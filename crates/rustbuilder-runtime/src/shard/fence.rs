@@ -11,6 +11,11 @@
 //! ([`Fence::passed`]), and the manager's client refuses any write before it is sent
 //! ([`FenceLayer`]); the member's own Lease requests, and reviews (TokenReview,
 //! SubjectAccessReview), are let through.
+//!
+//! A write is checked again each time its request is driven, until its answer comes: one that
+//! passed the fence and then waited (for a connection, for the CPU, or in a process paused right
+//! then) is abandoned once the fence has passed, before the client hands it to a connection, so it
+//! is not sent late.
 
 use std::fmt;
 use std::sync::Arc;
@@ -127,14 +132,18 @@ impl Fence {
     }
 }
 
-/// A write refused because the shard member's fence had passed: it was not sent.
-#[derive(Debug, thiserror::Error)]
+/// A write refused because the shard member's fence had passed: not sent, or abandoned while it
+/// waited for an answer.
+#[derive(Clone, Debug, thiserror::Error)]
 #[error(
-    "not sent: {method} {path}: this shard member was not renewed in time, so another may work on the object now"
+    "{}: {method} {path}: this shard member was not renewed in time, so another may work on the object now",
+    if *.abandoned { "abandoned" } else { "not sent" }
 )]
 pub struct Fenced {
     method: Method,
     path: String,
+    /// Refused after the request had been handed on: it may have reached the API server.
+    abandoned: bool,
 }
 
 /// The client layer of [`Fence::layer`].
@@ -193,14 +202,31 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        if is_fenced_write(&request) && !self.fence.is_open() {
-            let refused = Fenced {
-                method: request.method().clone(),
-                path: request.uri().path().to_string(),
-            };
+        if !is_fenced_write(&request) {
+            return Either::Left(self.inner.call(request));
+        }
+        let mut refused = Fenced {
+            method: request.method().clone(),
+            path: request.uri().path().to_string(),
+            abandoned: false,
+        };
+        if !self.fence.is_open() {
             return Either::Right(Box::pin(async move { Err(refused.into()) }));
         }
-        Either::Left(self.inner.call(request))
+        // Checked again before every poll of the request: a write that waited past the fence is
+        // dropped unpolled, and the HTTP client does not send a request whose caller is gone.
+        let fence = self.fence.clone();
+        let mut sending = Some(Box::pin(self.inner.call(request)));
+        Either::Right(Box::pin(futures::future::poll_fn(
+            move |cx| match sending.as_mut() {
+                Some(request) if fence.is_open() => request.as_mut().poll(cx),
+                _ => {
+                    sending = None;
+                    refused.abandoned = true;
+                    Poll::Ready(Err(refused.clone().into()))
+                }
+            },
+        )))
     }
 }
 
@@ -306,5 +332,38 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(sent.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_write_that_waited_past_the_fence_is_abandoned_unsent() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use tower::{Layer, Service, ServiceExt};
+        // The inner service stands for the HTTP client: its request goes out when its future is
+        // first polled (as hyper hands a request to a connection once it has one).
+        let sent = Arc::new(AtomicBool::new(false));
+        let marker = sent.clone();
+        let inner = tower::service_fn(move |_: Request<()>| {
+            let marker = marker.clone();
+            async move {
+                marker.store(true, Ordering::SeqCst);
+                Ok::<_, tower::BoxError>(())
+            }
+        });
+        let fence = Fence::new();
+        fence.open_until(Instant::now() + Duration::from_secs(5));
+        let mut service = fence.layer().layer(inner);
+        let write = Request::patch("/api/v1/namespaces/a/configmaps/c")
+            .body(())
+            .unwrap();
+        // Past the check at the call, then the fence passes before the request is driven (the
+        // process paused, or a connection slow to come).
+        let waiting = service.ready().await.unwrap().call(write);
+        fence.close();
+        let abandoned = waiting.await.unwrap_err().to_string();
+        assert!(abandoned.starts_with("abandoned: PATCH"), "{abandoned}");
+        assert!(
+            !sent.load(Ordering::SeqCst),
+            "the write was sent after the fence passed"
+        );
     }
 }
