@@ -25,12 +25,11 @@ def tables(text):
             current.append(line)
         else:
             current = None
-    return [([cell(c) for c in t[0].strip("|").split("|")],
-             [[cell(c) for c in row.strip("|").split("|")] for row in t[2:]]) for t in found]
+    return [(cells(t[0]), [cells(row) for row in t[2:]]) for t in found]
 
 
-def cell(text):
-    return text.strip()
+def cells(line):
+    return [text.strip() for text in line.strip("|").split("|")]
 
 
 def name(operator):
