@@ -30,9 +30,13 @@ for name in rustbuilder rustbuilder-runtime rustbuilder-envtest; do
   [ -s "$packages/$name-$version.crate" ] || { echo "cargo package wrote no $name-$version.crate" >&2; exit 1; }
 done
 
+# The workspace's dev profile (Cargo.toml) for the builds whose root is a package, not the workspace: the
+# packages build their dependencies as the workspace does, and share those builds in the target dir.
+dev_profile=(--config 'profile.dev.debug="line-tables-only"' --config 'profile.dev.package."*".debug=false')
+
 step "cargo package: rustbuilder-runtime and rustbuilder-envtest built from their packages"
 # The runtime crates leave the Kubernetes version to the binary that uses them; a build alone needs one.
-K8S_OPENAPI_ENABLED_VERSION=1.36 cargo package --locked --allow-dirty -p rustbuilder-runtime -p rustbuilder-envtest
+K8S_OPENAPI_ENABLED_VERSION=1.36 cargo package "${dev_profile[@]}" --locked --allow-dirty -p rustbuilder-runtime -p rustbuilder-envtest
 
 work=$(mktemp -d -t rustbuilder-package-XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -54,7 +58,7 @@ resolver = "3"
 rustbuilder-envtest = { path = "rustbuilder-envtest-$version" }
 EOF
 (cd "$work/ws" && cargo update --offline --quiet -p rustbuilder-envtest)
-cargo install --locked --offline --debug --path "$work/ws/rustbuilder-$version" --root "$work/installed"
+cargo install "${dev_profile[@]}" --locked --offline --debug --path "$work/ws/rustbuilder-$version" --root "$work/installed"
 installed=$work/installed/bin/rustbuilder
 "$installed" --version
 
