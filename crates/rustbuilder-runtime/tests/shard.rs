@@ -695,6 +695,11 @@ async fn members_hand_ranges_over_without_overlap() {
     );
     eprintln!("rebalanced {:?} after d joined", joined.elapsed());
     assert_eq!(d.shard.state().borrow().held, part(&["a", "c", "d"], "d"));
+    // Settled is not yet worked: d's workers take their first permit after it.
+    assert!(
+        eventually(Duration::from_secs(5), async || worked("d")).await,
+        "d got no work after the rebalance"
+    );
 
     for member in [&a, &c, &d] {
         for worker in &member.workers {
