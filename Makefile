@@ -39,6 +39,12 @@ step-end = @read started busy < $(STEP_TIMES)/$@; took=$$(( $$(date +%s) - start
   echo "==> $@: $${took}s, CPU $${cpu}s (ended $$(date -u +%T) UTC)"; echo "$$took $@ (CPU $${cpu}s)" >> $(STEP_TIMES)/steps.log
 ENVTEST_K8S_VERSION ?= 1.36.3
 TESTDATA := testdata/project-basic testdata/project testdata/project-multigroup testdata/project-webhooks testdata/project-cronjob
+# The projects are tested several at a time (in make test's job slots; alone, STEP_JOBS at a time), the
+# longest first: one compiles while another's tests wait on their control plane. Each project's output is
+# printed whole when it is done.
+TESTDATA_BY_LENGTH := testdata/project-cronjob testdata/project-multigroup testdata/project \
+  testdata/project-basic testdata/project-webhooks
+PROJECT_TESTS := $(TESTDATA_BY_LENGTH:%=%/.test)
 
 .PHONY: all
 all: build
@@ -80,8 +86,11 @@ lint: ## Check formatting, clippy and rustdoc for the CLI and the runtime crates
 export TEST_JOBS ?= 3
 export STEP_JOBS ?= 2
 
-TEST_STEPS := verify-testdata test-testdata test-runtime test-cli lint test-package test-helm oci-image \
-  test-docs test-drills
+# In `make test` each golden project's tests are a job of their own (PROJECT_TESTS, not test-testdata), so
+# the tutorials wait only for the two that build packages of their names (see below). make starts what is
+# ready in this order: the long steps first.
+TEST_STEPS = verify-testdata lint test-package $(TUTORIAL_NAMED_TESTS) test-runtime test-cli oci-image \
+  test-drills test-helm test-docs $(filter-out $(TUTORIAL_NAMED_TESTS),$(PROJECT_TESTS))
 
 .PHONY: test
 test: ## Run every test: CLI, runtime crates, their packages, golden projects, their own tests on a real control plane, the Helm chart, fault drills.
@@ -95,16 +104,16 @@ test: ## Run every test: CLI, runtime crates, their packages, golden projects, t
 	  | sed -nE 's/^[0-9]+ (.*) \((.*; )?CPU ([0-9]+)s\)$$/\3 \1/p' | sort -rn | awk 'NR <= 5 { print "      " $$0 }'
 
 # What the steps wait for when they run side by side, besides what they build on: regenerating
-# testdata/ rewrites files the others read; the golden operator (`operator`) is built after the golden
-# projects' own tests, which build the same binary without its static link; and the tutorials
-# (test-docs) build packages named `project` and `project-cronjob` with other code than the golden ones
-# of those names, so they start once no golden project builds (cargo would take one's build for the
-# other's: see PROJECTS_TARGET_DIR). No test of the CLI builds a package of those names.
+# testdata/ rewrites files the others read; and the tutorials (test-docs) build packages named `project`
+# and `project-cronjob` with other code than the golden ones of those names, so they start once nothing
+# builds those golden projects: their own tests, the Helm chart's test, the static operator (cargo would
+# take one's build for the other's: see PROJECTS_TARGET_DIR). No test of the CLI builds a package of those
+# names; the drills build the golden `project` as a dependency, which cargo tells apart.
+TUTORIAL_NAMED_TESTS := testdata/project-cronjob/.test testdata/project/.test
 ifdef SIDE_BY_SIDE
-test-cli test-testdata test-helm test-docs: verify-testdata
-test-helm: test-testdata
-operator: test-testdata test-helm
-test-docs: oci-image
+test-cli test-testdata $(PROJECT_TESTS) test-helm test-docs: verify-testdata
+test-helm: testdata/project/.test
+test-docs: $(TUTORIAL_NAMED_TESTS) test-helm operator
 endif
 
 .PHONY: test-start
@@ -183,13 +192,6 @@ verify-testdata: testdata ## Fail when testdata/ differs from what rustbuilder g
 # The golden projects must not need the CLI: their tests run with a PATH that has no rustbuilder on it.
 NO_RUSTBUILDER_PATH := $(shell printf '%s\n' "$$PATH" | tr ':' '\n' | while read -r dir; do [ -x "$$dir/rustbuilder" ] || echo "$$dir"; done | paste -sd: -)
 
-# The projects are tested several at a time (in make test's job slots; alone, STEP_JOBS at a time), the
-# longest first: one compiles while another's tests wait on their control plane. Each project's output is
-# printed whole when it is done.
-TESTDATA_BY_LENGTH := testdata/project-multigroup testdata/project-cronjob testdata/project-basic \
-  testdata/project testdata/project-webhooks
-PROJECT_TESTS := $(TESTDATA_BY_LENGTH:%=%/.test)
-
 .PHONY: test-testdata
 test-testdata: build envtest ## Lint and test each sample project (envtest: a real etcd + kube-apiserver).
 	$(step-start)
@@ -202,12 +204,15 @@ test-testdata: build envtest ## Lint and test each sample project (envtest: a re
 # 2nd line), written to a file: in a pipe, `times` would run in a subshell of its own.
 children-cpu = awk 'NR == 2 { split($$0, t, /[ms ]+/); print int(t[1] * 60 + t[2] + t[3] * 60 + t[4]) }'
 
-$(PROJECT_TESTS): %/.test:
-	@echo "==> $*"; start=$$(date +%s); \
+$(PROJECT_TESTS): %/.test: build envtest
+	@start=$$(date +%s); status=0; log=$$(mktemp); \
 	env -u KUBEBUILDER_ASSETS PATH="$(NO_RUSTBUILDER_PATH)" CARGO_BUILD_BUILD_DIR=$(PROJECTS_TARGET_DIR) \
-	  $(MAKE) -j1 -C $* lint test test-e2e CARGO_TARGET_DIR=$(CURDIR)/$*/target; \
-	took=$$(( $$(date +%s) - start )); times > $*/.times; cpu=$$($(children-cpu) $*/.times); rm $*/.times; echo "==> $*: $${took}s, CPU $${cpu}s"; \
-	mkdir -p $(dir $(TEST_TIMES_LOG)) && echo "$$took $* (make lint test test-e2e; CPU $${cpu}s)" >> $(TEST_TIMES_LOG)
+	  $(MAKE) -j1 -C $* lint test test-e2e CARGO_TARGET_DIR=$(CURDIR)/$*/target > $$log 2>&1 || status=$$?; \
+	took=$$(( $$(date +%s) - start )); times > $*/.times; cpu=$$($(children-cpu) $*/.times); rm $*/.times; \
+	echo "==> $*"; cat $$log; rm $$log; \
+	echo "==> $*: $$([ $$status = 0 ] && echo ok || echo "FAILED (exit $$status)") in $${took}s, CPU $${cpu}s"; \
+	mkdir -p $(dir $(TEST_TIMES_LOG)) && echo "$$took $* (make lint test test-e2e; CPU $${cpu}s)" >> $(TEST_TIMES_LOG); \
+	exit $$status
 
 # helm, built from Go modules like the control plane (minutes the first time), cached by version outside
 # the clone; the lock lets parallel runs share one build.
@@ -245,14 +250,16 @@ test-drills: testdata envtest oci-image ## Fault drills (docs/reliability.md), t
 
 # The golden operator the drills run and its image holds (docs/deploy.md): a debug build linked
 # statically (glibc's static C runtime; no musl toolchain needed). `cargo rustc` gives the flag to the
-# final link only, so no dependency is rebuilt for it.
-OPERATOR := $(CURDIR)/testdata/project/target/debug/project
+# final link only, so no dependency is rebuilt for it. It lands in a target dir of its own: the golden
+# project's tests, which may run meanwhile, build the same binary without the static link in theirs.
+OPERATOR_DIR := bin/operator
+OPERATOR := $(CURDIR)/$(OPERATOR_DIR)/target/debug/project
 OCI_IMAGE := bin/oci/project
 
 .PHONY: operator
 operator: testdata
 	$(step-start)
-	$(call in-project,testdata/project) cargo rustc --locked --manifest-path testdata/project/Cargo.toml \
+	$(call in-project,$(OPERATOR_DIR)) cargo rustc --locked --manifest-path testdata/project/Cargo.toml \
 	  --bin project -- -C target-feature=+crt-static
 	$(step-end)
 

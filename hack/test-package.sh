@@ -30,9 +30,22 @@ for name in rustbuilder rustbuilder-runtime rustbuilder-envtest; do
   [ -s "$packages/$name-$version.crate" ] || { echo "cargo package wrote no $name-$version.crate" >&2; exit 1; }
 done
 
-# The workspace's dev profile (Cargo.toml) for the builds whose root is a package, not the workspace: the
-# packages build their dependencies as the workspace does, and share those builds in the target dir.
-dev_profile=(--config 'profile.dev.debug="line-tables-only"' --config 'profile.dev.package."*".debug=false')
+# The workspace's dev profile (Cargo.toml's [profile.dev] tables) as --config flags, for the builds whose
+# root is a package, not the workspace: the packages build their dependencies as the workspace does, and
+# share those builds in the target dir.
+mapfile -t dev_profile < <(python3 -c '
+import json, tomllib
+
+def flags(key, value):
+    if isinstance(value, dict):
+        for name, inner in value.items():
+            yield from flags(f"{key}.{json.dumps(name)}", inner)
+    else:
+        yield from ("--config", f"{key}={json.dumps(value)}")
+
+print("\n".join(flags("profile.dev", tomllib.load(open("Cargo.toml", "rb"))["profile"]["dev"])))
+')
+[ ${#dev_profile[@]} -gt 0 ] || { echo "no [profile.dev] in Cargo.toml" >&2; exit 1; }
 
 step "cargo package: rustbuilder-runtime and rustbuilder-envtest built from their packages"
 # The runtime crates leave the Kubernetes version to the binary that uses them; a build alone needs one.
