@@ -10,21 +10,27 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{CustomResource, CustomResourceExt, ResourceExt};
-use rustbuilder_envtest::TestEnv;
+use rustbuilder_envtest::{TestEnv, TestEnvBuilder};
 use rustbuilder_runtime::Manager;
 use rustbuilder_runtime::apply::{self, Applied};
 use rustbuilder_runtime::owned::MANAGED_BY_LABEL;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use support::{eventually, requests};
+use support::{eventually, requests, take_turn};
 
 const MANAGER: &str = "scaler";
 
-fn deployment(replicas: i32, tier: &str) -> Deployment {
+/// The control plane the tests take turns on, each in a namespace of its own: they count the requests
+/// the API server answered.
+fn shared_env() -> TestEnvBuilder {
+    TestEnv::builder().crd(Gadget::crd())
+}
+
+fn deployment(namespace: &str, replicas: i32, tier: &str) -> Deployment {
     let labels = json!({ "app": "web", "tier": tier });
     serde_json::from_value(json!({
-        "metadata": { "name": "web", "namespace": "default", "labels": labels },
+        "metadata": { "name": "web", "namespace": namespace, "labels": labels },
         "spec": {
             "replicas": replicas,
             "selector": { "matchLabels": { "app": "web" } },
@@ -63,13 +69,14 @@ async fn writes(client: &kube::Client) -> (u64, u64) {
 
 #[tokio::test]
 async fn a_resize_goes_through_scale_and_any_other_change_is_applied() {
-    let env = TestEnv::builder().start().await;
+    let env = take_turn(shared_env).await;
+    let ns = env.namespace();
     let client = env.client();
-    let api: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
 
     // Nothing yet: created by an apply.
     let before = writes(&client).await;
-    let created = apply::apply_scalable(&api, None, &deployment(1, "a"), MANAGER).await;
+    let created = apply::apply_scalable(&api, None, &deployment(ns, 1, "a"), MANAGER).await;
     assert!(created.unwrap().is_changed());
     assert_eq!(writes(&client).await, (before.0 + 1, before.1));
     let current = api.get("web").await.unwrap();
@@ -77,7 +84,8 @@ async fn a_resize_goes_through_scale_and_any_other_change_is_applied() {
 
     // Only the size differs: one merge patch of `scale`, and the result is what the server holds.
     let before = writes(&client).await;
-    let resized = apply::apply_scalable(&api, Some(&current), &deployment(3, "a"), MANAGER).await;
+    let resized =
+        apply::apply_scalable(&api, Some(&current), &deployment(ns, 3, "a"), MANAGER).await;
     let Applied::Changed(resized) = resized.unwrap() else {
         panic!("a resize changes the Deployment");
     };
@@ -90,13 +98,14 @@ async fn a_resize_goes_through_scale_and_any_other_change_is_applied() {
 
     // Converged: nothing is written.
     let before = writes(&client).await;
-    let same = apply::apply_scalable(&api, Some(&current), &deployment(3, "a"), MANAGER).await;
+    let same = apply::apply_scalable(&api, Some(&current), &deployment(ns, 3, "a"), MANAGER).await;
     assert!(!same.unwrap().is_changed());
     assert_eq!(writes(&client).await, before);
 
     // The size and a label: the whole object is applied, and the apply owns the size again.
     let before = writes(&client).await;
-    let applied = apply::apply_scalable(&api, Some(&current), &deployment(2, "b"), MANAGER).await;
+    let applied =
+        apply::apply_scalable(&api, Some(&current), &deployment(ns, 2, "b"), MANAGER).await;
     assert!(applied.unwrap().is_changed());
     assert_eq!(writes(&client).await, (before.0 + 1, before.1));
     let current = api.get("web").await.unwrap();
@@ -111,13 +120,13 @@ async fn a_resize_goes_through_scale_and_any_other_change_is_applied() {
 
 /// A Deployment `name` with a toleration, two environment variables, two arguments and a port, as
 /// the operator wants it; `labels` besides `app` and `managed-by`.
-fn pod_spec_deployment(name: &str, labels: Value) -> Deployment {
+fn pod_spec_deployment(namespace: &str, name: &str, labels: Value) -> Deployment {
     let mut all = json!({ "app": name, MANAGED_BY_LABEL: MANAGER });
     all.as_object_mut()
         .unwrap()
         .extend(labels.as_object().unwrap().clone());
     serde_json::from_value(json!({
-        "metadata": { "name": name, "namespace": "default", "labels": all },
+        "metadata": { "name": name, "namespace": namespace, "labels": all },
         "spec": {
             "replicas": 1,
             "selector": { "matchLabels": { "app": name } },
@@ -172,7 +181,8 @@ fn pod_spec(deployment: &Deployment) -> Value {
 /// Applies `desired` over what the API server holds now: whether it changed the Deployment, and how
 /// many applies it sent. Then checks that once converged, the same apply costs no request.
 async fn take_back(client: &kube::Client, desired: &Deployment) -> (bool, u64) {
-    let api: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let namespace = desired.namespace().expect("a namespaced Deployment");
+    let api: Api<Deployment> = Api::namespaced(client.clone(), &namespace);
     let name = desired.name_any();
     let current = api.get(&name).await.unwrap();
     let before = writes(client).await.0;
@@ -197,9 +207,10 @@ async fn take_back(client: &kube::Client, desired: &Deployment) -> (bool, u64) {
 
 #[tokio::test]
 async fn foreign_edits_of_lists_are_taken_back() {
-    let env = TestEnv::builder().start().await;
+    let env = take_turn(shared_env).await;
+    let ns = env.namespace();
     let client = env.client();
-    let api: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
     let container = |env: Value, args: Value| {
         let ports = json!([{ "containerPort": 80 }]);
         json!({ "name": "web", "image": "nginx:1.27", "args": args, "env": env, "ports": ports })
@@ -253,7 +264,7 @@ async fn foreign_edits_of_lists_are_taken_back() {
     ];
     let mut kept = Vec::new();
     for (name, edit) in cases {
-        let desired = pod_spec_deployment(name, json!({}));
+        let desired = pod_spec_deployment(ns, name, json!({}));
         let created = apply::apply(&api, None, &desired, MANAGER).await.unwrap();
         foreign_edit(&api, name, edit).await;
         let edited = pod_spec(&api.get(name).await.unwrap());
@@ -290,16 +301,17 @@ async fn foreign_edits_of_lists_are_taken_back() {
 
 #[tokio::test]
 async fn a_label_no_longer_set_is_removed_through_the_cache() {
-    let env = TestEnv::builder().start().await;
+    let env = take_turn(shared_env).await;
+    let ns = env.namespace();
     let client = env.client();
-    let api: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
     let manager = Manager::new(MANAGER, client.clone());
     let deployments = manager.owned::<Deployment>();
-    let desired = pod_spec_deployment("label", json!({ "tier": "a" }));
+    let desired = pod_spec_deployment(ns, "label", json!({ "tier": "a" }));
     apply::apply(&api, None, &desired, MANAGER).await.unwrap();
 
     // The operator no longer sets `tier`: the object as the cache holds it tells that it did.
-    let cached = async || deployments.find("default", "label").await.unwrap();
+    let cached = async || deployments.find(ns, "label").await.unwrap();
     let found = eventually(Duration::from_secs(10), async || cached().await.is_some()).await;
     assert!(found, "the cache never held the Deployment");
     let current = cached().await.unwrap();
@@ -309,7 +321,7 @@ async fn a_label_no_longer_set_is_removed_through_the_cache() {
         1,
         "the cache keeps our apply entry only: {entries:?}"
     );
-    let desired = pod_spec_deployment("label", json!({}));
+    let desired = pod_spec_deployment(ns, "label", json!({}));
     let before = writes(&client).await;
     let applied = apply::apply(&api, Some(&current), &desired, MANAGER).await;
     assert!(applied.unwrap().is_changed(), "the label stays");
@@ -336,10 +348,11 @@ async fn a_label_no_longer_set_is_removed_through_the_cache() {
 /// The converged object costs no write.
 #[tokio::test]
 async fn values_the_api_server_normalises_cost_no_write() {
-    let env = TestEnv::builder().start().await;
+    let env = take_turn(shared_env).await;
+    let ns = env.namespace();
     let client = env.client();
-    let api: Api<Deployment> = Api::namespaced(client.clone(), "default");
-    let mut desired = serde_json::to_value(pod_spec_deployment("normal", json!({}))).unwrap();
+    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let mut desired = serde_json::to_value(pod_spec_deployment(ns, "normal", json!({}))).unwrap();
     let container = &mut desired["spec"]["template"]["spec"]["containers"][0];
     container["resources"] = json!({
         "limits": { "cpu": "1000m", "memory": "1024Mi" },
@@ -383,16 +396,17 @@ async fn values_the_api_server_normalises_cost_no_write() {
 /// is taken back.
 #[tokio::test]
 async fn lists_merge_by_the_published_schema_not_their_name() {
-    let env = TestEnv::builder().start().await;
+    let env = take_turn(shared_env).await;
+    let ns = env.namespace();
     let client = env.client();
-    let api: Api<NetworkPolicy> = Api::namespaced(client.clone(), "default");
+    let api: Api<NetworkPolicy> = Api::namespaced(client.clone(), ns);
     let rule = |ports: Value| json!([{ "ports": ports }]);
     let http = json!({ "port": 80, "protocol": "TCP" });
     let https = json!({ "port": 443, "protocol": "TCP" });
     let desired: NetworkPolicy = serde_json::from_value(json!({
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": { "name": "web", "namespace": "default" },
+        "metadata": { "name": "web", "namespace": ns },
         "spec": { "podSelector": {}, "ingress": rule(json!([http])) },
     }))
     .unwrap();
@@ -449,9 +463,10 @@ struct GadgetStatus {
 /// telling its type; the status did not: the phase stayed.)
 #[tokio::test]
 async fn custom_resources_merge_by_their_crd_and_status_by_ownership() {
-    let env = TestEnv::builder().crd(Gadget::crd()).start().await;
+    let env = take_turn(shared_env).await;
+    let ns = env.namespace();
     let client = env.client();
-    let api: Api<Gadget> = Api::namespaced(client.clone(), "default");
+    let api: Api<Gadget> = Api::namespaced(client.clone(), ns);
     let part = |name: &str| Part { name: name.into() };
     let mut desired = Gadget::new(
         "g",
@@ -459,7 +474,7 @@ async fn custom_resources_merge_by_their_crd_and_status_by_ownership() {
             tolerations: vec![part("ours")],
         },
     );
-    desired.metadata.namespace = Some("default".into());
+    desired.metadata.namespace = Some(ns.into());
     apply::apply(&api, None, &desired, MANAGER).await.unwrap();
     let theirs = json!({
         "apiVersion": "test.example.com/v1",
