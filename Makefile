@@ -87,10 +87,11 @@ export TEST_JOBS ?= 3
 export STEP_JOBS ?= 2
 
 # In `make test` each golden project's tests are a job of their own (PROJECT_TESTS, not test-testdata), so
-# the tutorials wait only for the two that build packages of their names (see below). make starts what is
-# ready in this order: the long steps first.
-TEST_STEPS = verify-testdata lint test-package $(TUTORIAL_NAMED_TESTS) test-runtime test-cli oci-image \
-  test-drills test-helm test-docs $(filter-out $(TUTORIAL_NAMED_TESTS),$(PROJECT_TESTS))
+# the tutorials wait only for the two that build packages of their names (see below). make gives a free
+# slot to the first step in this order that is ready: the longest chains first (the tutorials wait for
+# two golden projects, then take four minutes), so that no long step is left to run alone at the end.
+TEST_STEPS = verify-testdata lint test-package test-runtime $(TUTORIAL_NAMED_TESTS) test-helm test-docs \
+  oci-image test-drills test-cli $(filter-out $(TUTORIAL_NAMED_TESTS),$(PROJECT_TESTS))
 
 .PHONY: test
 test: ## Run every test: CLI, runtime crates, their packages, golden projects, their own tests on a real control plane, the Helm chart, fault drills.
@@ -210,7 +211,7 @@ $(PROJECT_TESTS): %/.test: build envtest
 	  $(MAKE) -j1 -C $* lint test test-e2e CARGO_TARGET_DIR=$(CURDIR)/$*/target > $$log 2>&1 || status=$$?; \
 	took=$$(( $$(date +%s) - start )); times > $*/.times; cpu=$$($(children-cpu) $*/.times); rm $*/.times; \
 	echo "==> $*"; cat $$log; rm $$log; \
-	echo "==> $*: $$([ $$status = 0 ] && echo ok || echo "FAILED (exit $$status)") in $${took}s, CPU $${cpu}s"; \
+	echo "==> $*: $$([ $$status = 0 ] && echo ok || echo "FAILED (exit $$status)") in $${took}s, CPU $${cpu}s (ended $$(date -u +%T) UTC)"; \
 	mkdir -p $(dir $(TEST_TIMES_LOG)) && echo "$$took $* (make lint test test-e2e; CPU $${cpu}s)" >> $(TEST_TIMES_LOG); \
 	exit $$status
 

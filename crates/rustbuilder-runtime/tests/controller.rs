@@ -23,7 +23,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{CustomResource, CustomResourceExt, Resource, ResourceExt};
-use rustbuilder_envtest::TestEnv;
+use rustbuilder_envtest::{TestEnv, TestEnvBuilder};
 use rustbuilder_runtime::apply::{self, Applied};
 use rustbuilder_runtime::cache::Change;
 use rustbuilder_runtime::children;
@@ -34,9 +34,17 @@ use rustbuilder_runtime::shard;
 use rustbuilder_runtime::{Manager, conditions};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use support::{eventually, requests};
+use support::{eventually, requests, take_turn};
 
 const MANAGER: &str = "widget-manager";
+
+/// The control plane most tests take turns on, each in a namespace of its own with a manager that
+/// watches only it: some count the requests the API server answered. The tests that need a server of
+/// their own (namespaces and RBAC of their own, the watches it serves, Leases of sharded replicas)
+/// start one.
+fn shared_env() -> TestEnvBuilder {
+    TestEnv::builder().crd(Widget::crd())
+}
 
 /// A test resource: each Widget gets a ConfigMap `<name>-widget` holding its size.
 #[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
@@ -150,12 +158,17 @@ async fn reconcile(widget: Arc<Widget>, ctx: Arc<Context>) -> Result<Action, Err
     Ok(Action::await_change())
 }
 
-async fn start(env: &TestEnv) -> (Manager, Arc<Context>, tokio::task::JoinHandle<()>) {
-    let manager = Manager::new(MANAGER, env.client());
+/// Runs the Widget controller of a manager that watches `namespace` (owning its labelled ConfigMaps)
+/// until it is ready.
+async fn start(
+    env: &TestEnv,
+    namespace: &str,
+) -> (Manager, Arc<Context>, tokio::task::JoinHandle<()>) {
+    let manager = Manager::in_namespace(MANAGER, env.client(), namespace);
     let configmaps = manager.owned_labelled::<ConfigMap>().with_other_names();
     let ctx = Context::new(&manager, env.client(), &configmaps);
     let controller = manager
-        .controller(Api::<Widget>::all(env.client()), "widget")
+        .controller(manager.api::<Widget>(), "widget")
         .owns(&configmaps)
         .concurrency(2)
         .run(reconcile, ctx.clone());
@@ -194,10 +207,11 @@ fn widget(name: &str, size: i32, fail_times: usize) -> Widget {
 
 #[tokio::test]
 async fn applies_only_changes_and_follows_owned_objects() {
-    let env = TestEnv::builder().crd(Widget::crd()).start().await;
+    let env = take_turn(shared_env).await;
+    let ns = env.namespace();
     let client = env.client();
     // A ConfigMap without the manager's label stays out of the cache.
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let unrelated: ConfigMap =
         serde_json::from_value(serde_json::json!({ "metadata": { "name": "unrelated" } })).unwrap();
     configmaps
@@ -205,8 +219,8 @@ async fn applies_only_changes_and_follows_owned_objects() {
         .await
         .unwrap();
 
-    let (manager, ctx, running) = start(&env).await;
-    let widgets: Api<Widget> = Api::namespaced(client.clone(), "default");
+    let (manager, ctx, running) = start(&env, ns).await;
+    let widgets: Api<Widget> = Api::namespaced(client.clone(), ns);
     widgets
         .create(&PostParams::default(), &widget("w", 3, 0))
         .await
@@ -223,9 +237,9 @@ async fn applies_only_changes_and_follows_owned_objects() {
     );
     let copy = configmaps.get("w-widget").await.unwrap();
     assert_eq!(copy.data.unwrap()["size"], "3");
-    assert!(ctx.configmaps.get(Some("default"), "unrelated").is_none());
+    assert!(ctx.configmaps.get(Some(ns), "unrelated").is_none());
     let cached = async || {
-        let copy = ctx.configmaps.get(Some("default"), "w-widget");
+        let copy = ctx.configmaps.get(Some(ns), "w-widget");
         ctx.configmaps.len() == 1 && copy.is_some_and(|c| c.data.as_ref().unwrap()["size"] == "3")
     };
     assert!(eventually(Duration::from_secs(10), cached).await);
@@ -234,14 +248,10 @@ async fn applies_only_changes_and_follows_owned_objects() {
     // made is found (by a GET), so a controller does not take it over.
     let gets_before = requests(&client, "GET", "configmaps").await;
     for _ in 0..5 {
-        let free = ctx
-            .configmaps
-            .find("default", "nobody-has-this")
-            .await
-            .unwrap();
+        let free = ctx.configmaps.find(ns, "nobody-has-this").await.unwrap();
         assert!(free.is_none());
     }
-    let theirs = ctx.configmaps.find("default", "unrelated").await.unwrap();
+    let theirs = ctx.configmaps.find(ns, "unrelated").await.unwrap();
     assert_eq!(theirs.map(|c| c.name_any()).as_deref(), Some("unrelated"));
     assert_eq!(
         requests(&client, "GET", "configmaps").await - gets_before,
@@ -250,7 +260,7 @@ async fn applies_only_changes_and_follows_owned_objects() {
     );
 
     // The event, with its note cut to the API's 1024 bytes.
-    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let events: Api<Event> = Api::namespaced(client.clone(), ns);
     let published = async || {
         let list = events.list(&ListParams::default()).await.unwrap();
         list.items.iter().any(|e| {
@@ -331,9 +341,10 @@ async fn applies_only_changes_and_follows_owned_objects() {
 
 #[tokio::test]
 async fn failed_reconciles_back_off_exponentially() {
-    let env = TestEnv::builder().crd(Widget::crd()).start().await;
-    let (manager, ctx, running) = start(&env).await;
-    let widgets: Api<Widget> = Api::namespaced(env.client(), "default");
+    let env = take_turn(shared_env).await;
+    let ns = env.namespace();
+    let (manager, ctx, running) = start(&env, ns).await;
+    let widgets: Api<Widget> = Api::namespaced(env.client(), ns);
     widgets
         .create(&PostParams::default(), &widget("flaky", 1, 3))
         .await
@@ -362,7 +373,7 @@ async fn failed_reconciles_back_off_exponentially() {
 
     // Each failure is told on the object itself, as a Warning event carrying the error: one event,
     // whose series counts the three failures (repeats are not stored again).
-    let events: Api<Event> = Api::namespaced(env.client(), "default");
+    let events: Api<Event> = Api::namespaced(env.client(), ns);
     let failures = async || {
         let list = events.list(&ListParams::default()).await.unwrap();
         let failed: Vec<Event> = list
@@ -401,8 +412,9 @@ async fn failed_reconciles_back_off_exponentially() {
 /// controller may keep failures out of the object's events.
 #[tokio::test]
 async fn a_controller_can_give_up_on_an_error_and_publish_no_event() {
-    let env = TestEnv::builder().crd(Widget::crd()).start().await;
-    let manager = Manager::new(MANAGER, env.client());
+    let env = take_turn(shared_env).await;
+    let ns = env.namespace();
+    let manager = Manager::in_namespace(MANAGER, env.client(), ns);
     let configmaps = manager.owned::<ConfigMap>();
     let ctx = Context::new(&manager, env.client(), &configmaps);
     let controller = manager
@@ -418,7 +430,7 @@ async fn a_controller_can_give_up_on_an_error_and_publish_no_event() {
         .run(reconcile, ctx.clone());
     manager.controllers().add(controller);
     let running = tokio::spawn(manager.controllers().run());
-    let widgets: Api<Widget> = Api::namespaced(env.client(), "default");
+    let widgets: Api<Widget> = Api::namespaced(env.client(), ns);
     widgets
         .create(&PostParams::default(), &widget("doomed", 1, 100))
         .await
@@ -438,7 +450,7 @@ async fn a_controller_can_give_up_on_an_error_and_publish_no_event() {
         eventually(Duration::from_secs(10), async || attempts() == 2).await,
         "a change did not reconcile the object again"
     );
-    let events: Api<Event> = Api::namespaced(env.client(), "default");
+    let events: Api<Event> = Api::namespaced(env.client(), ns);
     let list = events.list(&ListParams::default()).await.unwrap();
     let failed = list
         .items
@@ -624,16 +636,17 @@ async fn no_reconcile_starts_before_every_cache_it_reads_has_listed() {
 /// that are gone. The controller goes on with every other object, and its queue empties.
 #[tokio::test]
 async fn panics_stalled_readers_and_gone_owners_stop_nothing() {
-    let env = TestEnv::builder().crd(Widget::crd()).start().await;
+    let env = take_turn(shared_env).await;
+    let ns = env.namespace();
     let client = env.client();
-    let (manager, ctx, running) = start(&env).await;
+    let (manager, ctx, running) = start(&env, ns).await;
     // Subscribed and never read.
     let _stalled = ctx.configmaps.changes();
-    let widgets: Api<Widget> = Api::namespaced(client.clone(), "default");
+    let widgets: Api<Widget> = Api::namespaced(client.clone(), ns);
     let pp = PostParams::default();
     widgets.create(&pp, &widget("bad", -1, 0)).await.unwrap();
 
-    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let events: Api<Event> = Api::namespaced(client.clone(), ns);
     let failed = async || {
         let list = events.list(&ListParams::default()).await.unwrap();
         list.items.iter().any(|e| {
@@ -658,7 +671,7 @@ async fn panics_stalled_readers_and_gone_owners_stop_nothing() {
 
     // More changes than any buffer of a reader would hold.
     const MANY: usize = 1_100;
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     futures::stream::iter(0..MANY)
         .for_each_concurrent(16, |i| {
             let configmaps = configmaps.clone();
@@ -713,9 +726,10 @@ async fn panics_stalled_readers_and_gone_owners_stop_nothing() {
 /// once: no reconcile can have started yet, so there is nothing to wait for.
 #[tokio::test]
 async fn a_manager_stopped_before_its_caches_sync_stops_at_once() {
-    let env = TestEnv::builder().crd(Widget::crd()).start().await;
-    let client = env.service_account_client("default", "nobody").await;
-    let manager = Manager::new(MANAGER, client.clone());
+    let env = take_turn(shared_env).await;
+    let ns = env.namespace();
+    let client = env.service_account_client(ns, "nobody").await;
+    let manager = Manager::in_namespace(MANAGER, client.clone(), ns);
     let configmaps = manager.owned::<ConfigMap>();
     let ctx = Context::new(&manager, client, &configmaps);
     let running = run_widgets(&manager, &configmaps, ctx);
@@ -880,8 +894,9 @@ async fn caches_are_shared_one_watch_per_kind_and_selector() {
 /// A Deployment made by hand for `owner`: its controller reference, and none of our labels.
 fn deployment_by_hand(name: &str, owner: &Widget) -> Deployment {
     let app = serde_json::json!({ "app": name });
+    let namespace = owner.namespace();
     let mut deployment: Deployment = serde_json::from_value(serde_json::json!({
-        "metadata": { "name": name, "namespace": "default", "labels": app },
+        "metadata": { "name": name, "namespace": namespace, "labels": app },
         "spec": {
             "selector": { "matchLabels": app },
             "template": {
@@ -940,18 +955,19 @@ fn run_noting_children(
 /// controller-runtime: in `children_of`, and its changes reconcile the Widget.
 #[tokio::test]
 async fn owned_caches_find_children_made_by_hand() {
-    let env = TestEnv::builder().crd(Widget::crd()).start().await;
+    let env = take_turn(shared_env).await;
+    let ns = env.namespace();
     let client = env.client();
-    let manager = Manager::new(MANAGER, client.clone());
+    let manager = Manager::in_namespace(MANAGER, client.clone(), ns);
     let deployments = manager.owned::<Deployment>();
     let (seen, running) = run_noting_children(&manager, &deployments);
-    let widgets: Api<Widget> = Api::namespaced(client.clone(), "default");
+    let widgets: Api<Widget> = Api::namespaced(client.clone(), ns);
     let w = widgets
         .create(&PostParams::default(), &widget("w", 1, 0))
         .await
         .unwrap();
 
-    let api: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
     let by_hand = deployment_by_hand("by-hand", &w);
     api.create(&PostParams::default(), &by_hand).await.unwrap();
     let found = async || {
@@ -975,9 +991,9 @@ async fn owned_caches_find_children_made_by_hand() {
     );
     // Someone else's name is known from the cache: no GET.
     let gets = requests(&client, "GET", "deployments").await;
-    let found = deployments.find("default", "by-hand").await.unwrap();
+    let found = deployments.find(ns, "by-hand").await.unwrap();
     assert!(found.is_some());
-    assert!(deployments.find("default", "free").await.unwrap().is_none());
+    assert!(deployments.find(ns, "free").await.unwrap().is_none());
     assert_eq!(requests(&client, "GET", "deployments").await, gets);
 
     manager.shutdown();
@@ -989,18 +1005,19 @@ async fn owned_caches_find_children_made_by_hand() {
 /// nothing; only `find` sees it, with a GET.
 #[tokio::test]
 async fn labelled_owned_caches_miss_children_made_by_hand() {
-    let env = TestEnv::builder().crd(Widget::crd()).start().await;
+    let env = take_turn(shared_env).await;
+    let ns = env.namespace();
     let client = env.client();
-    let manager = Manager::new(MANAGER, client.clone());
+    let manager = Manager::in_namespace(MANAGER, client.clone(), ns);
     let deployments = manager.owned_labelled::<Deployment>();
     let (seen, running) = run_noting_children(&manager, &deployments);
-    let widgets: Api<Widget> = Api::namespaced(client.clone(), "default");
+    let widgets: Api<Widget> = Api::namespaced(client.clone(), ns);
     let w = widgets
         .create(&PostParams::default(), &widget("w", 1, 0))
         .await
         .unwrap();
 
-    let api: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
     let pp = PostParams::default();
     api.create(&pp, &deployment_by_hand("by-hand", &w))
         .await
@@ -1024,7 +1041,7 @@ async fn labelled_owned_caches_miss_children_made_by_hand() {
     assert_eq!(names, ["labelled"]);
     assert!(!seen.saw("by-hand", "2") && !seen.saw("by-hand", ""));
     let gets = requests(&client, "GET", "deployments").await;
-    let found = deployments.find("default", "by-hand").await.unwrap();
+    let found = deployments.find(ns, "by-hand").await.unwrap();
     assert!(found.is_some());
     assert_eq!(requests(&client, "GET", "deployments").await, gets + 1);
 
@@ -1049,8 +1066,9 @@ async fn record_slowly(object: Arc<ConfigMap>, seen: Arc<Seen>) -> Result<Action
 #[tokio::test]
 async fn live_changes_are_reconciled_before_a_listed_backlog() {
     const OBJECTS: usize = 200;
-    let env = TestEnv::start().await;
-    let configmaps: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    let env = take_turn(shared_env).await;
+    let ns = env.namespace();
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client(), ns);
     let labelled = |name: &str, v: &str| ConfigMap {
         metadata: ObjectMeta {
             name: Some(name.into()),
@@ -1068,7 +1086,7 @@ async fn live_changes_are_reconciled_before_a_listed_backlog() {
     let created: Vec<_> = created.buffer_unordered(16).collect().await;
     assert!(created.iter().all(Result::is_ok), "creating the backlog");
 
-    let manager = Manager::new(MANAGER, env.client());
+    let manager = Manager::in_namespace(MANAGER, env.client(), ns);
     let seen = Arc::new(Seen::default());
     let controller = manager
         .controller(configmaps.clone(), "backlog")
@@ -1148,9 +1166,10 @@ async fn live_changes_are_reconciled_before_a_listed_backlog() {
 #[tokio::test]
 async fn watched_objects_reconcile_the_objects_that_name_them() {
     const SETTINGS: &str = "test.example.com/settings";
-    let env = TestEnv::builder().crd(Widget::crd()).start().await;
+    let env = take_turn(shared_env).await;
+    let ns = env.namespace();
     let client = env.client();
-    let manager = Manager::new(MANAGER, client.clone());
+    let manager = Manager::in_namespace(MANAGER, client.clone(), ns);
     let settings = manager.cache::<ConfigMap>();
     let widgets = manager.cache::<Widget>();
     let names_it = |widget: &Widget, configmap: &ConfigMap| {
@@ -1184,13 +1203,13 @@ async fn watched_objects_reconcile_the_objects_that_name_them() {
         }
     };
     let controller = manager
-        .controller(Api::<Widget>::all(client.clone()), "widget")
+        .controller(Api::<Widget>::namespaced(client.clone(), ns), "widget")
         .watches(&settings, mapper)
         .run(reconcile, Arc::new(()));
     manager.controllers().add(controller);
     let running = tokio::spawn(manager.controllers().run());
 
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let colored = |color: &str| ConfigMap {
         metadata: ObjectMeta {
             name: Some("settings".into()),
@@ -1201,7 +1220,7 @@ async fn watched_objects_reconcile_the_objects_that_name_them() {
     };
     let pp = PostParams::default();
     configmaps.create(&pp, &colored("blue")).await.unwrap();
-    let widgets: Api<Widget> = Api::namespaced(client.clone(), "default");
+    let widgets: Api<Widget> = Api::namespaced(client.clone(), ns);
     let mut named = widget("named", 1, 0);
     named
         .annotations_mut()
@@ -1518,14 +1537,15 @@ struct Relists {
 /// may be long gone, and one that changed is not there yet.
 #[tokio::test]
 async fn no_reconcile_reads_a_cache_while_it_lists_again() {
-    let env = TestEnv::builder().crd(Widget::crd()).start().await;
+    let env = take_turn(shared_env).await;
+    let ns = env.namespace();
     let (expire, expiring) = tokio::sync::watch::channel(false);
     let (client, relisted) = expiring_configmaps(env.client(), expiring);
-    let manager = Manager::new(MANAGER, client.clone());
+    let manager = Manager::in_namespace(MANAGER, client.clone(), ns);
     let configmaps = manager.owned_labelled::<ConfigMap>().with_other_names();
     let ctx = Context::new(&manager, client, &configmaps);
     let running = run_widgets(&manager, &configmaps, ctx.clone());
-    let widgets: Api<Widget> = Api::namespaced(env.client(), "default");
+    let widgets: Api<Widget> = Api::namespaced(env.client(), ns);
     let pp = PostParams::default();
     widgets.create(&pp, &widget("w", 1, 0)).await.unwrap();
     let ready = async || {
@@ -1558,7 +1578,7 @@ async fn no_reconcile_reads_a_cache_while_it_lists_again() {
          {first_list:?})"
     );
     let applied = async || {
-        let configmaps: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+        let configmaps: Api<ConfigMap> = Api::namespaced(env.client(), ns);
         let data = configmaps.get("w-widget").await.unwrap().data;
         data.is_some_and(|data| data["size"] == "2")
     };
@@ -1576,22 +1596,24 @@ async fn no_reconcile_reads_a_cache_while_it_lists_again() {
 /// the manager with it).
 #[tokio::test]
 async fn a_panicking_mapper_or_error_policy_stops_nothing() {
-    let env = TestEnv::builder().crd(Widget::crd()).start().await;
+    let env = take_turn(shared_env).await;
+    let ns = env.namespace();
     let client = env.client();
-    let manager = Manager::new(MANAGER, client.clone());
+    let manager = Manager::in_namespace(MANAGER, client.clone(), ns);
     let settings = manager.cache::<ConfigMap>();
     let configmaps = manager.owned::<ConfigMap>();
     let ctx = Context::new(&manager, client.clone(), &configmaps);
-    let mapper = |configmap: &ConfigMap| -> Vec<ObjectRef<Widget>> {
+    let namespace = ns.to_owned();
+    let mapper = move |configmap: &ConfigMap| -> Vec<ObjectRef<Widget>> {
         assert_ne!(
             configmap.name_any(),
             "poison",
             "the mapper cannot map poison"
         );
-        vec![ObjectRef::new("w").within("default")]
+        vec![ObjectRef::new("w").within(&namespace)]
     };
     let controller = manager
-        .controller(Api::<Widget>::all(client.clone()), "widget")
+        .controller(Api::<Widget>::namespaced(client.clone(), ns), "widget")
         .owns(&configmaps)
         .watches(&settings, mapper)
         .on_error(|_, _| panic!("the policy cannot choose"))
@@ -1607,10 +1629,10 @@ async fn a_panicking_mapper_or_error_policy_stops_nothing() {
         ..Default::default()
     };
     let pp = PostParams::default();
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     cms.create(&pp, &named("poison")).await.unwrap();
     // The first reconcile fails, and the policy that should choose what follows panics: retried.
-    let widgets: Api<Widget> = Api::namespaced(client.clone(), "default");
+    let widgets: Api<Widget> = Api::namespaced(client.clone(), ns);
     widgets.create(&pp, &widget("w", 1, 1)).await.unwrap();
     let ready = async || {
         let status = widgets.get("w").await.unwrap().status.unwrap_or_default();
