@@ -105,14 +105,16 @@ test: ## Run every test: CLI, runtime crates, their packages, golden projects, t
 	  | sed -nE 's/^[0-9]+ (.*) \((.*; )?CPU ([0-9]+)s\)$$/\3 \1/p' | sort -rn | awk 'NR <= 5 { print "      " $$0 }'
 
 # What the steps wait for when they run side by side, besides what they build on: regenerating
-# testdata/ rewrites files the others read; and the tutorials (test-docs) build packages named `project`
+# testdata/ rewrites files the others read (they wait for `testdata`, not for its check: make starts the
+# ready steps in the order above when a step ends, and a step still waiting on the check would lose its
+# turn to the steps after it); and the tutorials (test-docs) build packages named `project`
 # and `project-cronjob` with other code than the golden ones of those names, so they start once nothing
 # builds those golden projects: their own tests, the Helm chart's test, the static operator (cargo would
 # take one's build for the other's: see PROJECTS_TARGET_DIR). No test of the CLI builds a package of those
 # names; the drills build the golden `project` as a dependency, which cargo tells apart.
 TUTORIAL_NAMED_TESTS := testdata/project-cronjob/.test testdata/project/.test
 ifdef SIDE_BY_SIDE
-test-cli test-testdata $(PROJECT_TESTS) test-helm test-docs: verify-testdata
+test-cli test-testdata $(PROJECT_TESTS) test-helm test-docs: testdata
 test-helm: testdata/project/.test
 test-docs: $(TUTORIAL_NAMED_TESTS) test-helm operator
 endif
