@@ -80,10 +80,13 @@ fn manager_binary() -> PathBuf {
         })
         .clone()
 }
+
 /// One control plane for every test of a test binary that asks for it, instead of one each (a start
 /// costs about 2 CPU-seconds). The tests take turns on it ([`Turn`]), each in a namespace of its own, so
-/// what one counts on the API server (its requests, its watches) is its own. `start` configures the
-/// env the first caller starts; give every test of a binary the same one.
+/// the requests one counts on the API server are its own (a test that counts the watches the server
+/// holds needs a server of its own: an earlier test's watches close when its runtime is gone, a moment
+/// after its turn). `start` configures the env the first caller starts; give every test of a binary the
+/// same one.
 ///
 /// The env lives on a thread of its own, whose runtime outlives every test's: its client, which that
 /// runtime drives, serves them all. Its processes die with the test binary (`PR_SET_PDEATHSIG`), and
