@@ -91,13 +91,14 @@ export STEP_JOBS ?= 2
 # throw-away control plane: 2.5 s → 2.0 s, its largest process 270 → 365 MB).
 export GOGC ?= 400
 
-# In `make test` each golden project's tests are a job of their own (PROJECT_TESTS, not test-testdata), so
-# the tutorials wait only for the two that build packages of their names (see below). make gives a free
-# slot to the first step in this order that is ready: the longest chains first (the tutorials wait for
-# two golden projects, then take four minutes; the drills five, after the static operator), so that no
+# In `make test` each golden project's tests are a job of their own (PROJECT_TESTS, not test-testdata).
+# make gives a free slot to the first step in this order that is ready, and the scripts that run many
+# jobs (test binaries, tutorials) take an extra slot only when make leaves it free (hack/jobslots.py):
+# the long steps (the tutorials and the drills, six minutes each) start as soon as `testdata` is
+# written, and the short ones (golden projects, test binaries) fill the slots around them, so that no
 # long step is left to run alone at the end.
-TEST_STEPS = verify-testdata lint test-package test-runtime $(TUTORIAL_NAMED_TESTS) test-helm test-docs \
-  oci-image test-drills test-cli $(filter-out $(TUTORIAL_NAMED_TESTS),$(PROJECT_TESTS))
+TEST_STEPS = verify-testdata lint test-package test-docs oci-image test-drills test-runtime $(PROJECT_TESTS) \
+  test-helm test-cli
 
 .PHONY: test
 test: ## Run every test: CLI, runtime crates, their packages, golden projects, their own tests on a real control plane, the Helm chart, fault drills.
@@ -113,20 +114,13 @@ test: ## Run every test: CLI, runtime crates, their packages, golden projects, t
 # What the steps wait for when they run side by side, besides what they build on: regenerating
 # testdata/ rewrites files the others read (they wait for `testdata`, not for its check: make starts the
 # ready steps in the order above when a step ends, and a step still waiting on the check would lose its
-# turn to the steps after it); and the tutorials (test-docs) build packages named `project`
-# and `project-cronjob` with other code than the golden ones of those names, so they start once nothing
-# builds those golden projects: their own tests, the Helm chart's test, the static operator (cargo would
-# take one's build for the other's: see PROJECTS_TARGET_DIR). No test of the CLI builds a package of those
-# names; the drills build the golden `project` as a dependency, which cargo tells apart.
-TUTORIAL_NAMED_TESTS := testdata/project-cronjob/.test testdata/project/.test
+# turn to the steps after it). The tutorials build projects named like golden ones (`project`,
+# `project-cronjob`) with other code, in the same build dir: hack/doc-test.py names their artifacts
+# apart, so they need not wait for the golden projects' tests. The Helm chart's test builds the golden
+# project where its own tests do.
 ifdef SIDE_BY_SIDE
 test-cli test-testdata $(PROJECT_TESTS) test-helm test-docs: testdata
 test-helm: testdata/project/.test
-test-docs: $(TUTORIAL_NAMED_TESTS) test-helm operator
-# The other golden projects fill the slots left once both long chains have started, the tutorials' and
-# the drills': make waits for a slot for the first step it finds ready, so a short step found ready first
-# would hold a long chain back.
-$(filter-out $(TUTORIAL_NAMED_TESTS),$(PROJECT_TESTS)): | oci-image test-helm
 endif
 
 .PHONY: test-start

@@ -31,6 +31,7 @@ STEP_JOBS at a time (default 2; under `make test`, in its job slots: see jobslot
 printed whole when it ends. Needs KUBEBUILDER_ASSETS.
 """
 
+import glob
 import os
 import re
 import shutil
@@ -40,6 +41,7 @@ import sys
 import tempfile
 import threading
 import time
+import tomllib
 
 from jobslots import job_environment, run_jobs
 
@@ -228,10 +230,35 @@ def chains(files):
     return result
 
 
+def golden_packages():
+    """The package names of the golden projects (testdata/*/Cargo.toml)."""
+    names = set()
+    for manifest in glob.glob(os.path.join(ROOT, "testdata", "*", "Cargo.toml")):
+        with open(manifest, "rb") as file:
+            names.add(tomllib.load(file)["package"]["name"])
+    return names
+
+
+def build_apart(workdir, package):
+    """Gives the builds of `package`, a tutorial's project named like a golden one, artifacts of their own
+    in the shared build dir, so that the tutorial and the golden project's tests can build at once.
+
+    cargo names the artifacts of a project built alone by its package's name, version and profile, not by
+    where it lies: the two `project`s would share theirs, and a build of one, newer than the other's
+    sources, would pass for the other's. A profile setting of the package alone, in a cargo config beside
+    the tutorial's directory, names its artifacts apart: `codegen-units = 16`, which rustc uses anyway
+    when incremental compilation is off (as in CI). The dependencies' builds stay shared."""
+    os.makedirs(os.path.join(workdir, ".cargo"))
+    with open(os.path.join(workdir, ".cargo", "config.toml"), "w", encoding="utf-8") as file:
+        file.write(f'[profile.dev.package.{package}]\ncodegen-units = 16\n')
+
+
 def run_documents(chain, env, log):
     """Runs the documents of `chain` one after the other in one shell; stops at the first failure.
     What it did and printed goes to the list `log`; returns the failures and the shell's CPU seconds."""
     workdir = tempfile.mkdtemp(prefix="doc-test-")
+    if project_name(chain) in golden_packages():
+        build_apart(workdir, project_name(chain))
     shell = Shell(workdir, env, log)
     failures = []
     try:

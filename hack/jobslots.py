@@ -16,7 +16,10 @@ import os
 import re
 import select
 import threading
+import time
 
+# How long a free token must stay unread by make before a script takes it.
+MAKE_FIRST = 1.0
 JOBSERVER = re.compile(r"--jobserver-(?:auth|fds)=(?:fifo:(\S+)|(\d+),(\d+))")
 
 
@@ -53,6 +56,12 @@ class Slots:
             # A token, or, within half a second, the own slot back.
             readable, _, _ = select.select([self.read_fd], [], [], 0.5)
             if readable:
+                # make takes a free token at once when it has a step ready to start; one still free a
+                # moment later is one it has no use for. So make's ready steps (long ones: a golden
+                # project, the tutorials, the drills) start first, and a script's extra jobs (short
+                # test binaries) fill the slots they leave: the run does not end on a long step
+                # that waited for a slot.
+                time.sleep(MAKE_FIRST)
                 try:
                     token = os.read(self.read_fd, 1)
                 except BlockingIOError:  # another of make's clients took it first
