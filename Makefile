@@ -97,8 +97,8 @@ export GOGC ?= 400
 # the long steps (the tutorials and the drills, six minutes each) start as soon as `testdata` is
 # written, and the short ones (golden projects, test binaries) fill the slots around them, so that no
 # long step is left to run alone at the end.
-TEST_STEPS = verify-testdata lint test-package test-docs oci-image test-drills test-runtime $(PROJECT_TESTS) \
-  test-helm test-cli
+TEST_STEPS = verify-testdata lint test-drills test-docs test-runtime test-package $(PROJECT_TESTS) test-helm \
+  test-cli
 
 .PHONY: test
 test: ## Run every test: CLI, runtime crates, their packages, golden projects, their own tests on a real control plane, the Helm chart, fault drills.
@@ -242,19 +242,6 @@ test-helm: envtest helm ## The golden project's Helm chart: helm lint and templa
 	HELM=$(HELM) KUBEBUILDER_ASSETS="$(ASSETS)" $(call in-project,testdata/project) hack/test-helm.sh testdata/project
 	$(step-end)
 
-# The golden operator as a process the drills can kill; hack/drills builds with the projects' target dir.
-DRILLS := hack/drills/Cargo.toml
-
-.PHONY: test-drills
-test-drills: testdata envtest oci-image ## Fault drills (docs/reliability.md), the deploy path and the image (docs/deploy.md).
-	$(step-start)
-	cargo fmt --manifest-path $(DRILLS) --check
-	$(call in-project,hack/drills) cargo clippy --locked --manifest-path $(DRILLS) --all-targets -- -D warnings
-	+DRILLS_OPERATOR=$(OPERATOR) DRILLS_IMAGE=$(CURDIR)/$(OCI_IMAGE) \
-	  KUBEBUILDER_ASSETS="$(ASSETS)" $(call in-project,hack/drills) \
-	  $(TEST_BINARIES) --locked --manifest-path $(DRILLS) -- --nocapture
-	$(step-end)
-
 # The golden operator the drills run and its image holds (docs/deploy.md): a debug build linked
 # statically (glibc's static C runtime; no musl toolchain needed). `cargo rustc` gives the flag to the
 # final link only, so no dependency is rebuilt for it. It lands in a target dir of its own: the golden
@@ -262,18 +249,33 @@ test-drills: testdata envtest oci-image ## Fault drills (docs/reliability.md), t
 OPERATOR_DIR := bin/operator
 OPERATOR := $(CURDIR)/$(OPERATOR_DIR)/target/debug/project
 OCI_IMAGE := bin/oci/project
-
-.PHONY: operator
-operator: testdata
-	$(step-start)
-	$(call in-project,$(OPERATOR_DIR)) cargo rustc --locked --manifest-path testdata/project/Cargo.toml \
-	  --bin project -- -C target-feature=+crt-static
-	$(step-end)
+define build-oci-image
+$(call in-project,$(OPERATOR_DIR)) cargo rustc --locked --manifest-path testdata/project/Cargo.toml \
+  --bin project -- -C target-feature=+crt-static
+python3 hack/oci-image.py --binary $(OPERATOR) --output $(OCI_IMAGE) --tag project:latest
+endef
 
 .PHONY: oci-image
-oci-image: operator ## The golden operator's container image, built without Docker: an OCI image layout in bin/oci/project.
+oci-image: testdata ## The golden operator's container image, built without Docker: an OCI image layout in bin/oci/project.
 	$(step-start)
-	python3 hack/oci-image.py --binary $(OPERATOR) --output $(OCI_IMAGE) --tag project:latest
+	$(build-oci-image)
+	$(step-end)
+
+# The drills build the image themselves rather than wait for `oci-image`: a step of `make test` that
+# becomes ready when another ends may wait for a slot behind steps found ready first, so a chain of
+# steps starts late (the drills, the longest step, 5 minutes after `testdata` in one run).
+# hack/drills builds with the projects' build dir.
+DRILLS := hack/drills/Cargo.toml
+
+.PHONY: test-drills
+test-drills: testdata envtest ## Fault drills (docs/reliability.md), the deploy path and the image (docs/deploy.md).
+	$(step-start)
+	$(build-oci-image)
+	cargo fmt --manifest-path $(DRILLS) --check
+	$(call in-project,hack/drills) cargo clippy --locked --manifest-path $(DRILLS) --all-targets -- -D warnings
+	+DRILLS_OPERATOR=$(OPERATOR) DRILLS_IMAGE=$(CURDIR)/$(OCI_IMAGE) \
+	  KUBEBUILDER_ASSETS="$(ASSETS)" $(call in-project,hack/drills) \
+	  $(TEST_BINARIES) --locked --manifest-path $(DRILLS) -- --nocapture
 	$(step-end)
 
 # The multi-version tutorials continue the CronJob ones, in the same shell (`<!-- continues: -->`). The
