@@ -52,7 +52,10 @@ enum Listening {
 ///
 /// Each env lives in its own temporary directory on its own free ports, so tests and test binaries can
 /// run side by side. Its processes die with the thread that started them (`PR_SET_PDEATHSIG` on Linux),
-/// so use one env per test and do not share one through a `static` that outlives the test's runtime.
+/// and its client needs the runtime it was made on: one env per test is the simple way. To share one
+/// among the tests of a binary, start it on a thread of its own that lives as long as the process, with
+/// a runtime there that keeps driving the client, and stop its processes at exit (a `static` is never
+/// dropped).
 ///
 /// ```no_run
 /// # async fn demo() {
