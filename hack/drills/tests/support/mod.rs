@@ -307,14 +307,17 @@ fn deployment_problems(object: &Memcached, deployment: &Deployment) -> Vec<Strin
     if status.observed_generation != deployment.metadata.generation {
         problems.push("Deployment status is behind its spec".into());
     }
+    // `replicas` too: Pods of an older template (another writer's scale or image) may still be
+    // going once the new ones are all ready, and the operator mirrors that count in its status.
     let counts = [
+        status.replicas,
         status.updated_replicas,
         status.ready_replicas,
         status.available_replicas,
     ];
-    if counts != [Some(size); 3] {
+    if counts != [Some(size); 4] {
         problems.push(format!(
-            "updated/ready/available replicas {counts:?}, size {size}"
+            "replicas/updated/ready/available {counts:?}, size {size}"
         ));
     }
     problems
@@ -341,6 +344,15 @@ fn status_problems(object: &Memcached) -> Vec<String> {
     }
     if find(DEGRADED).is_some_and(|c| c.status == "True") {
         problems.push("Degraded is True".into());
+    }
+    // The Deployment's counts as the operator last reported them: until they are final, it has
+    // one more status to write.
+    let size = Some(object.spec.size);
+    if (status.replicas, status.ready_replicas) != (size, size) {
+        problems.push(format!(
+            "status replicas/readyReplicas {:?}/{:?}, size {}",
+            status.replicas, status.ready_replicas, object.spec.size
+        ));
     }
     problems
 }
