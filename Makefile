@@ -263,7 +263,7 @@ oci-image: testdata ## The golden operator's container image, built without Dock
 
 # The drills build the image themselves rather than wait for `oci-image`: a step of `make test` that
 # becomes ready when another ends may wait for a slot behind steps found ready first, so a chain of
-# steps starts late (the drills, the longest step, 5 minutes after `testdata` in one run).
+# steps starts late (in one run the image step, 5.5 minutes after the operator was built).
 # hack/drills builds with the projects' build dir.
 DRILLS := hack/drills/Cargo.toml
 
