@@ -17,8 +17,9 @@ Markers are HTML comments, invisible when the Markdown is rendered:
   <!-- continues: OTHER.md -->         no code block: the document starts where OTHER.md ends; it runs in
                                        OTHER.md's shell, after it (OTHER.md runs first even if not named)
   <!-- same-as: DIR [except F...] -->  no code block: the shell's directory now holds DIR's project (a golden
-                                       project of testdata/): each file git tracks in DIR, but the F named,
-                                       is there with the same text, and src/, tests/ and config/ hold no other
+                                       project of testdata/): each file git tracks in DIR, but the F named
+                                       (F/: the files under it), is there with the same text, and src/, tests/
+                                       and config/ hold no other
   <!-- run: tested-as DIR [except F...] -->
                                        the next code block runs a golden project's own tests (`make lint test`):
                                        it is skipped when the shell's directory holds DIR's project (as `same-as`
@@ -301,7 +302,8 @@ def differences(project, golden, ignored):
     """How the directory `project` differs from the golden project `golden` (a directory of the repository)."""
     tracked = subprocess.run(["git", "ls-files", "-z", "--", golden], cwd=ROOT, check=True,
                              capture_output=True, text=True).stdout.split("\0")
-    expected = {os.path.relpath(f, golden) for f in tracked if f} - set(ignored)
+    ignored_here = lambda name: any(name == f or f.endswith("/") and name.startswith(f) for f in ignored)
+    expected = {name for name in (os.path.relpath(f, golden) for f in tracked if f) if not ignored_here(name)}
     found = []
     for name in sorted(expected):
         mine = os.path.join(project, name)
@@ -323,10 +325,12 @@ def run_blocks(path, shell, workdir, env):
     for kind, argument, code, line in blocks(path):
         if kind == "run" and argument.startswith("tested-as"):
             golden, ignored = golden_and_ignored(argument.split(None, 1)[1])
-            if not differences(shell.cwd(), golden, ignored):
+            found = differences(shell.cwd(), golden, ignored)
+            if not found:
                 shell.log.append(f"{path}:{line}: $ {code.strip()}\n    (not run: the project is {golden}, "
                                  "and `make test-testdata` runs its `make lint test test-e2e`)\n")
                 continue
+            shell.log.append(f"{path}:{line}: runs: the project is not {golden}: {', '.join(found)}\n")
         if kind == "run" and argument.startswith("background"):
             until = dict(a.split("=", 1) for a in argument.split()[1:]).get("until")
             shell.log.append(f"{path}:{line}: background: {code.strip()}\n")
