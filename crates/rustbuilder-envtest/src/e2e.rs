@@ -3,7 +3,8 @@
 //!
 //! The manager runs as its own process, authenticated as its own ServiceAccount with nothing but the
 //! RBAC in the project's `config/rbac`, the way it runs in a cluster. By default the cluster is
-//! simulated (etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok fake nodes); with
+//! simulated (etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok fake nodes), one for
+//! the tests of a test binary, which take turns on it as they would share a real one; with
 //! `USE_EXISTING_CLUSTER=true` it is the cluster of `$KUBECONFIG` (the tests create and delete objects
 //! there: use a throw-away cluster).
 //!
@@ -38,7 +39,7 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use serde_json::Value;
 
-use crate::TestEnv;
+use crate::{TestEnv, Turn, take_turn};
 
 /// How long an e2e step may take on a slow machine.
 pub const TIMEOUT: Duration = Duration::from_secs(120);
@@ -69,14 +70,17 @@ impl Project {
 /// The cluster under test: simulated, or the one of `$KUBECONFIG`.
 pub struct Cluster {
     project: &'static Project,
-    env: Option<TestEnv>,
+    /// This test's turn on the simulated cluster; `None` on an existing one.
+    env: Option<Turn>,
     kubeconfig: PathBuf,
     kubectl: PathBuf,
     client: Client,
 }
 
 impl Cluster {
-    /// Starts a simulated cluster, or connects to `$KUBECONFIG`'s with `USE_EXISTING_CLUSTER=true`.
+    /// The simulated cluster of this test binary, once the tests before have had their turn on it (the
+    /// first one starts it), or `$KUBECONFIG`'s with `USE_EXISTING_CLUSTER=true`. Each test deploys the
+    /// manager anew; what an earlier one left in the cluster stays, as it would in a real one.
     pub async fn start(project: &'static Project) -> Cluster {
         if std::env::var("USE_EXISTING_CLUSTER").is_ok_and(|v| v == "true") {
             let kubeconfig = std::env::var_os("KUBECONFIG")
@@ -93,7 +97,7 @@ impl Cluster {
                 client,
             };
         }
-        let env = TestEnv::start_cluster().await;
+        let env = take_turn(|| TestEnv::builder().cluster(true)).await;
         Cluster {
             project,
             kubeconfig: env.kubeconfig().to_path_buf(),

@@ -52,10 +52,10 @@ enum Listening {
 ///
 /// Each env lives in its own temporary directory on its own free ports, so tests and test binaries can
 /// run side by side. Its processes die with the thread that started them (`PR_SET_PDEATHSIG` on Linux),
-/// and its client needs the runtime it was made on: one env per test is the simple way. To share one
-/// among the tests of a binary, start it on a thread of its own that lives as long as the process, with
-/// a runtime there that keeps driving the client, and stop its processes at exit (a `static` is never
-/// dropped).
+/// and its client needs the runtime it was made on: one env per test is the simple way. [`take_turn`]
+/// shares one among the tests of a binary, which take turns on it.
+///
+/// [`take_turn`]: crate::take_turn
 ///
 /// ```no_run
 /// # async fn demo() {

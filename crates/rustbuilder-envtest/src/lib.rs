@@ -35,8 +35,12 @@ mod cli;
 pub mod e2e;
 #[cfg(feature = "harness")]
 mod harness;
+#[cfg(feature = "harness")]
+mod shared;
 
 #[cfg(feature = "harness")]
 pub use cli::{local_cluster, main, run};
 #[cfg(feature = "harness")]
 pub use harness::{Component, STOP_GRACE, TestEnv, TestEnvBuilder};
+#[cfg(feature = "harness")]
+pub use shared::{Turn, take_turn};

@@ -10,14 +10,14 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{CustomResource, CustomResourceExt, ResourceExt};
-use rustbuilder_envtest::{TestEnv, TestEnvBuilder};
+use rustbuilder_envtest::{TestEnv, TestEnvBuilder, take_turn};
 use rustbuilder_runtime::Manager;
 use rustbuilder_runtime::apply::{self, Applied};
 use rustbuilder_runtime::owned::MANAGED_BY_LABEL;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use support::{eventually, requests, take_turn};
+use support::{eventually, requests};
 
 const MANAGER: &str = "scaler";
 

@@ -23,7 +23,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{CustomResource, CustomResourceExt, Resource, ResourceExt};
-use rustbuilder_envtest::{TestEnv, TestEnvBuilder};
+use rustbuilder_envtest::{TestEnv, TestEnvBuilder, take_turn};
 use rustbuilder_runtime::apply::{self, Applied};
 use rustbuilder_runtime::cache::Change;
 use rustbuilder_runtime::children;
@@ -34,7 +34,7 @@ use rustbuilder_runtime::shard;
 use rustbuilder_runtime::{Manager, conditions};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use support::{eventually, requests, take_turn};
+use support::{eventually, requests};
 
 const MANAGER: &str = "widget-manager";
 

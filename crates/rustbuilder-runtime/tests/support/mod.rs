@@ -6,17 +6,15 @@
 use std::fs::{self, File};
 use std::io::{ErrorKind, Write};
 use std::net::{SocketAddr, TcpListener};
-use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
-use rustbuilder_envtest::{TestEnv, TestEnvBuilder};
+use rustbuilder_envtest::TestEnv;
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -79,97 +77,6 @@ fn manager_binary() -> PathBuf {
             profile_dir.join("examples").join("manager")
         })
         .clone()
-}
-
-/// One control plane for every test of a test binary that asks for it, instead of one each (a start
-/// costs about 2 CPU-seconds). The tests take turns on it ([`Turn`]), each in a namespace of its own, so
-/// the requests one counts on the API server are its own (a test that counts the watches the server
-/// holds needs a server of its own: an earlier test's watches close when its runtime is gone, a moment
-/// after its turn). `start` configures the env the first caller starts; give every test of a binary the
-/// same one.
-///
-/// The env lives on a thread of its own, whose runtime outlives every test's: its client, which that
-/// runtime drives, serves them all. Its processes die with the test binary (`PR_SET_PDEATHSIG`), and
-/// its directory is removed when the binary exits.
-pub async fn take_turn(start: fn() -> TestEnvBuilder) -> Turn {
-    static ENV: OnceLock<&'static TestEnv> = OnceLock::new();
-    static TURNS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-    static NAMESPACES: AtomicUsize = AtomicUsize::new(0);
-    let turn = TURNS.lock().await;
-    // Only the holder of a turn gets here: one thread starts the env, no other waits on it meanwhile.
-    let env = *ENV.get_or_init(|| {
-        let (started, env) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("a runtime for the shared env");
-            runtime.block_on(async {
-                let env: &'static TestEnv = Box::leak(Box::new(start().start().await));
-                started.send(env).expect("the test waits for its env");
-                std::future::pending::<()>().await
-            })
-        });
-        let env = env
-            .recv()
-            .expect("the shared env did not start (its panic is above)");
-        remove_at_exit(env);
-        env
-    });
-    let namespace = format!("turn-{}", NAMESPACES.fetch_add(1, Ordering::SeqCst));
-    env.create_namespace(&namespace).await;
-    Turn {
-        env,
-        namespace,
-        _turn: turn,
-    }
-}
-
-/// A test's turn on the shared env: derefs to it, and gives the test a namespace of its own.
-pub struct Turn {
-    env: &'static TestEnv,
-    namespace: String,
-    _turn: tokio::sync::MutexGuard<'static, ()>,
-}
-
-impl Turn {
-    /// The namespace made for this turn (empty): create the test's objects here.
-    pub fn namespace(&self) -> &str {
-        &self.namespace
-    }
-}
-
-impl Deref for Turn {
-    type Target = TestEnv;
-
-    fn deref(&self) -> &TestEnv {
-        self.env
-    }
-}
-
-/// Kills the shared env's processes and removes its directory when the test binary exits: a `static`
-/// is never dropped.
-fn remove_at_exit(env: &'static TestEnv) {
-    static SHARED: OnceLock<(Vec<u32>, PathBuf)> = OnceLock::new();
-    extern "C" fn remove() {
-        if let Some((pids, dir)) = SHARED.get() {
-            for &pid in pids {
-                // SAFETY: kill(2) with a pid of a child this process started and has not reaped.
-                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
-            }
-            let _ = fs::remove_dir_all(dir);
-        }
-    }
-    let pids = env.pids().into_iter().map(|(_, pid)| pid).collect();
-    let dir = env
-        .kubeconfig()
-        .parent()
-        .expect("the env's directory")
-        .to_owned();
-    if SHARED.set((pids, dir)).is_ok() {
-        // SAFETY: registers a function that takes no arguments and does not unwind.
-        unsafe { libc::atexit(remove) };
-    }
 }
 
 /// A manager process; SIGKILLed when dropped.

@@ -4,11 +4,12 @@
 //! End-to-end tests: the manager runs as its own process, authenticated as its own ServiceAccount with
 //! nothing but the RBAC in `config/rbac`, the way it runs in a cluster.
 //!
-//! By default they start a simulated cluster (etcd, kube-apiserver, kube-controller-manager,
-//! kube-scheduler and kwok fake nodes); with `USE_EXISTING_CLUSTER=true` they use the cluster of
-//! `$KUBECONFIG` instead (they create and delete objects there: use a throw-away cluster). The
-//! plumbing is rustbuilder-envtest's `e2e` module. `make test-e2e` runs them after `make manifests`;
-//! `create api` adds one module per kind at the marker below.
+//! By default they share a simulated cluster (etcd, kube-apiserver, kube-controller-manager,
+//! kube-scheduler and kwok fake nodes), started once and used by one test at a time; with
+//! `USE_EXISTING_CLUSTER=true` they use the cluster of `$KUBECONFIG` instead (they create and delete
+//! objects there: use a throw-away cluster). The plumbing is rustbuilder-envtest's `e2e` module.
+//! `make test-e2e` runs them after `make manifests`; `create api` adds one module per kind at the
+//! marker below.
 
 mod memcached;
 // +rustbuilder:scaffold:e2e
@@ -26,7 +27,7 @@ pub const PROJECT: Project = Project {
     watch_namespace: false,
 };
 
-/// Starts the cluster the checks run on.
+/// The cluster the checks run on, once the tests before have had their turn on it.
 pub async fn cluster() -> Cluster {
     Cluster::start(&PROJECT).await
 }
