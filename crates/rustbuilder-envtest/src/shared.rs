@@ -28,9 +28,11 @@ use crate::{TestEnv, TestEnvBuilder};
 /// test has. One test holds a turn at a time, so what it counts on the API server (requests, watches
 /// opened meanwhile) is its own doing, and it gets a namespace of its own.
 ///
-/// `start` configures the env the first caller starts: give every test of a binary the same one. A test
-/// that needs a server of its own (a restart, other flags, a count of the watches the server holds: an
-/// earlier test's watches close only when its runtime is gone, a moment after its turn) starts its own.
+/// `start` configures the env the first caller starts: give every test of a binary the same one. The e2e
+/// module's `Cluster::start` takes its turns here too, on a cluster-mode env: an e2e test binary takes
+/// them through `Cluster`. A test that needs a server of its own (a restart, other flags, a count of the
+/// watches the server holds: an earlier test's watches close only when its runtime is gone, a moment
+/// after its turn) starts its own.
 ///
 /// The env lives on a thread of its own, whose runtime outlives every test's: its client, which that
 /// runtime drives, serves them all. Its processes die with the test binary (`PR_SET_PDEATHSIG`), and
