@@ -44,7 +44,7 @@ async fn turns_asked_for_at_once_follow_one_another() {
         .enumerate()
     {
         let (namespace, names) = turn.expect("a turn failed");
-        // Its namespace holds what it made there (and the API server's root CA), nothing of the others.
+        // Its namespace holds what it made there, nothing of the others.
         let mine = format!("made-by-{i}");
         assert!(names.contains(&Some(mine.clone())), "{names:?}");
         let others = names
