@@ -26,6 +26,13 @@
 //! when no answer came. A watch counts when its response starts, and its duration is the time to
 //! that point.
 //!
+//! ## Caches
+//!
+//! `cache_incomplete{kind}` counts the caches of a kind that hold no complete list now: until their
+//! first list, and again from a relist (after 410 Gone, or a change of a shard's ranges) until it
+//! ends. Controllers reading such a cache wait; a value that stays above 0 is a cache that cannot
+//! list.
+//!
 //! ## Shards
 //!
 //! A member of a shard group ([`crate::shard`]) reports `shard_members{group}` (the live members it
@@ -81,6 +88,11 @@ const RECONCILE_TIME_BUCKETS: [f64; 16] = [
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ControllerLabels {
     controller: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -149,6 +161,7 @@ pub struct Metrics {
     active_workers: Family<ControllerLabels, Gauge>,
     max_workers: Family<ControllerLabels, Gauge>,
     leader: Family<LeaseLabels, Gauge>,
+    cache_incomplete: Family<KindLabels, Gauge>,
     webhook_requests: Family<WebhookCodeLabels, Counter>,
     webhook_latency: Family<WebhookLabels, Histogram, fn() -> Histogram>,
     queue: QueueFamilies,
@@ -237,6 +250,12 @@ impl Metrics {
             "Reconciles running right now, per controller",
             active_workers.clone(),
         );
+        let cache_incomplete = Family::default();
+        registry.register(
+            "cache_incomplete",
+            "Caches of the kind without a complete list now (listing, or relisting after 410 Gone)",
+            cache_incomplete.clone(),
+        );
         let max_workers = Family::default();
         registry.register(
             "controller_runtime_max_concurrent_reconciles",
@@ -290,6 +309,7 @@ impl Metrics {
             active_workers,
             max_workers,
             leader,
+            cache_incomplete,
             webhook_requests,
             webhook_latency,
             queue,
@@ -371,6 +391,14 @@ impl Metrics {
     /// The `shard_*` series.
     pub(crate) fn shard(&self) -> &ShardSeries {
         &self.shard
+    }
+
+    /// The `cache_incomplete{kind}` gauge, which the caches of `kind` move.
+    pub(crate) fn cache_incomplete(&self, kind: &str) -> Gauge {
+        let labels = KindLabels {
+            kind: kind.to_string(),
+        };
+        self.cache_incomplete.get_or_create(&labels).clone()
     }
 
     /// Sets `leader_election_master_status{name=lease}`.

@@ -69,6 +69,7 @@ use futures::future::{BoxFuture, Shared as SharedFuture};
 
 use crate::metrics::Metrics;
 use crate::ownership::controller_of;
+use prometheus_client::metrics::gauge::Gauge;
 
 pub(crate) mod objects;
 
@@ -540,7 +541,15 @@ where
         let events = watcher(api, config)
             .default_backoff()
             .modify(move |object| trim(object, &field_manager));
-        let filling = fill(events, writer, shared.clone(), (host.expect_sync)(), None);
+        let incomplete = host.metrics.cache_incomplete(&K::kind(&()));
+        let filling = fill(
+            events,
+            writer,
+            shared.clone(),
+            (host.expect_sync)(),
+            None,
+            incomplete,
+        );
         let stop = host.stop.clone();
         // In the span of whoever started the cache (a fleet's cluster, say), so its logs say so.
         let task = async move {
@@ -600,12 +609,14 @@ where
         let events =
             crate::shard::watch::events(api, config, state, key, cached, namespace, &listing)
                 .modify(move |object| trim(object, &field_manager));
+        let incomplete = host.metrics.cache_incomplete(&kind);
         let filling = fill(
             events,
             writer,
             shared.clone(),
             (host.expect_sync)(),
             Some(listing),
+            incomplete,
         );
         let stop = host.stop.clone();
         // In the span of whoever started the cache (a fleet's cluster, say), so its logs say so.
@@ -656,18 +667,21 @@ fn trim<K: Resource>(object: &mut K, field_manager: &str) {
 }
 
 /// Records each watch event in the store and the owner index, then hands the changes to the
-/// subscribers. Sharded, `listing` holds the ranges of the list the watch is making.
+/// subscribers. Sharded, `listing` holds the ranges of the list the watch is making. `incomplete`
+/// counts this cache while it holds no complete list.
 async fn fill<K>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
     mut writer: ObjectsWriter<K>,
     shared: Arc<Shared<K>>,
     synced: Synced,
     listing: Option<Arc<Mutex<Ranges>>>,
+    incomplete: Gauge,
 ) where
     K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
 {
     let kind = K::kind(&()).to_string();
     let mut synced = Some(synced);
+    let mut incomplete = Incomplete::new(incomplete);
     let mut events = std::pin::pin!(events);
     while let Some(event) = events.next().await {
         let event = match event {
@@ -703,9 +717,12 @@ async fn fill<K>(
             watcher::Event::Init => {
                 // The store keeps the old list until the new one is whole, but the objects that
                 // changed meanwhile (or, sharded, those of new ranges) are not in it.
-                shared
+                let was_complete = shared
                     .complete
                     .send_if_modified(|listed| std::mem::replace(&mut listed.complete, false));
+                if was_complete {
+                    incomplete.set(true);
+                }
                 Vec::new()
             }
             watcher::Event::InitApply(_) => Vec::new(),
@@ -717,6 +734,7 @@ async fn fill<K>(
                     complete: true,
                     ranges,
                 });
+                incomplete.set(false);
                 let listed = shared.objects.kept();
                 let controllers = listed
                     .iter()
@@ -742,6 +760,39 @@ async fn fill<K>(
         for (key, change, origin) in changes {
             shared.dispatch(key, (change, origin));
         }
+    }
+}
+
+/// A cache's count in `cache_incomplete`: one while it holds no complete list, none once it has
+/// stopped.
+struct Incomplete {
+    gauge: Gauge,
+    counted: bool,
+}
+
+impl Incomplete {
+    fn new(gauge: Gauge) -> Self {
+        gauge.inc();
+        Incomplete {
+            gauge,
+            counted: true,
+        }
+    }
+
+    fn set(&mut self, incomplete: bool) {
+        if incomplete != self.counted {
+            match incomplete {
+                true => self.gauge.inc(),
+                false => self.gauge.dec(),
+            };
+            self.counted = incomplete;
+        }
+    }
+}
+
+impl Drop for Incomplete {
+    fn drop(&mut self) {
+        self.set(false);
     }
 }
 

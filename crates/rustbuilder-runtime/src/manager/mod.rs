@@ -256,6 +256,37 @@ impl Manager {
         Manager::with_parts(name, client, Metrics::new(), None, namespace, identity)
     }
 
+    /// Like [`Manager::in_namespace`], a candidate for the leader-election Lease `namespace/lease`
+    /// with `timing`: [`Controllers::run`] fills the caches at once and reconciles only while this
+    /// manager holds the Lease, as `--leader-elect` does. For tests of a handover between replicas
+    /// in one process (the explorer's stalled leader).
+    ///
+    /// # Errors
+    ///
+    /// When `timing` is not ordered as [`Timing::check`] requires.
+    pub fn candidate_in_namespace(
+        name: &str,
+        client: Client,
+        namespace: &str,
+        lease: &str,
+        timing: Timing,
+    ) -> Result<Self, leader::InvalidTiming> {
+        timing.check()?;
+        let election = Some((namespace.to_string(), lease.to_string()));
+        let watched = Some(namespace.to_string());
+        let mut manager = Manager::with_parts(
+            name,
+            client,
+            Metrics::new(),
+            election,
+            watched,
+            new_identity(),
+        );
+        let inner = Arc::get_mut(&mut manager.inner).expect("a manager not shared yet");
+        inner.lease_timing = timing;
+        Ok(manager)
+    }
+
     fn with_parts(
         name: &str,
         client: Client,

@@ -14,6 +14,8 @@
 //! # }
 //! ```
 
+pub mod explore;
+
 use std::path::Path;
 use std::time::Duration;
 
