@@ -727,6 +727,14 @@ async fn fill<K>(
             }
             watcher::Event::InitApply(_) => Vec::new(),
             watcher::Event::InitDone => {
+                // The owner index holds the new list before anyone is told the cache is complete:
+                // a reader woken by that reads the children of the list, not of the one before.
+                let listed = shared.objects.kept();
+                let controllers = listed
+                    .iter()
+                    .map(|(key, object)| (key, Objects::controller_of(object)));
+                shared.owners_mut().rebuild(controllers);
+                shared.listed.store(true, Ordering::SeqCst);
                 let ranges = listing
                     .as_ref()
                     .map(|l| l.lock().unwrap_or_else(|e| e.into_inner()).clone());
@@ -735,12 +743,6 @@ async fn fill<K>(
                     ranges,
                 });
                 incomplete.set(false);
-                let listed = shared.objects.kept();
-                let controllers = listed
-                    .iter()
-                    .map(|(key, object)| (key, Objects::controller_of(object)));
-                shared.owners_mut().rebuild(controllers);
-                shared.listed.store(true, Ordering::SeqCst);
                 if let Some(synced) = synced.take() {
                     info!(kind, objects = listed.len(), "cache synced");
                     synced.done();
@@ -1062,6 +1064,61 @@ mod tests {
             .collect();
         names.sort();
         names
+    }
+
+    /// A reconcile woken by the end of a list (the cache turning complete) reads the children of
+    /// an owner at once: the owner index must hold that list by then. Many objects make the
+    /// window between the two long enough to see, on the multi-threaded runtime.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cache_turns_complete_only_once_its_owner_index_holds_the_list() {
+        let (objects, writer) = Objects::new(Storage::Typed);
+        let shared = Arc::new(Shared::new(objects, None));
+        let cache = Cache {
+            shared: shared.clone(),
+        };
+        let (send, receive) = tokio::sync::mpsc::unbounded_channel();
+        let events = futures::stream::unfold(receive, |mut receive| async move {
+            let event = receive.recv().await?;
+            Some((Ok(event), receive))
+        });
+        let synced = Synced::new(|| {});
+        let gauge = Gauge::default();
+        tokio::spawn(fill(events, writer, shared, synced, None, gauge.clone()));
+        let mut owner = child("owner", None);
+        owner.metadata.uid = Some("1".into());
+
+        // Readers waiting for completeness, as controllers' admissions do. (Of several woken at
+        // once, tokio lets the other worker thread take all but the last: they run meanwhile.)
+        let readers: Vec<_> = (0..8)
+            .map(|_| {
+                let (cache, owner) = (cache.clone(), owner.clone());
+                let completeness = cache.completeness();
+                tokio::spawn(async move {
+                    completeness.wait().await;
+                    cache.children_of(&owner).len()
+                })
+            })
+            .collect();
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        send.send(watcher::Event::Init).unwrap();
+        for n in 0..30_000 {
+            let owner = if n == 0 { Some("1") } else { Some("2") };
+            send.send(watcher::Event::InitApply(child(&format!("c{n}"), owner)))
+                .unwrap();
+        }
+        send.send(watcher::Event::InitDone).unwrap();
+        for reader in readers {
+            let seen = reader.await.unwrap();
+            assert_eq!(
+                seen, 1,
+                "a reader woken by completeness saw {seen} children, not the 1 listed"
+            );
+        }
+        assert_eq!(
+            gauge.get(),
+            0,
+            "a complete cache counts as incomplete no more"
+        );
     }
 
     #[test]

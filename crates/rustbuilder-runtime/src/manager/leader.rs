@@ -9,7 +9,10 @@
 //!   `resourceVersion` that was read, so of two candidates only one can win.
 //! - The leader renews every [`Timing::retry_period`]. If it cannot for [`Timing::renew_deadline`], or
 //!   sees another holder, it has lost: the manager must stop at once (it exits non-zero), before a
-//!   follower can take over.
+//!   follower can take over. The renew deadline counts from when the last successful renewal was
+//!   *sent*: the followers saw it then at the earliest, and its answer may come late (a slow
+//!   network, a paused process). Until then the manager's client lets its writes through (its
+//!   fence); after, it refuses them, even if the leader has not noticed its loss yet.
 //! - On a clean shutdown the leader clears the holder, and a follower, which sees it by its watch,
 //!   takes over at once instead of waiting for the Lease to expire.
 
@@ -41,8 +44,8 @@ pub struct LeaderElection {
 
 /// What one look at the Lease found.
 enum Attempt {
-    /// We hold it (we took it or renewed it).
-    Leading,
+    /// We hold it (we took it or renewed it), by a write sent at this instant.
+    Leading(Instant),
     /// Another process holds the Lease, valid for this long from now (as far as we can tell).
     HeldBy(String, Duration),
     /// Someone wrote the Lease between our read and our write: try again later.
@@ -87,17 +90,20 @@ impl LeaderElection {
         self.manager.metrics().set_leader(lease, false);
         self.manager.set_waiting_for_leadership(true);
         let won = tokio::select! {
-            observed = self.campaign() => Some(observed),
+            won = self.campaign() => Some(won),
             () = self.manager.shutdown_signal() => None,
         };
         self.manager.set_waiting_for_leadership(false);
-        let observed = won?;
+        let (observed, sent) = won?;
+        self.manager
+            .fence()
+            .open_until(sent + self.timing.renew_deadline);
         self.manager.metrics().set_leader(lease, true);
         info!(lease, identity, "became leader");
 
         let (lost, lost_signal) = watch::channel(false);
         let election = Arc::new(self);
-        let renewer = tokio::spawn(election.clone().keep_renewing(observed, lost));
+        let renewer = tokio::spawn(election.clone().keep_renewing(observed, sent, lost));
         Some(Leadership {
             election,
             renewer,
@@ -105,8 +111,9 @@ impl LeaderElection {
         })
     }
 
-    /// Loops until this process holds the Lease; returns what it last saw of it.
-    async fn campaign(&self) -> Option<Observed> {
+    /// Loops until this process holds the Lease; returns what it last saw of it, and when it sent
+    /// the write that took it.
+    async fn campaign(&self) -> (Option<Observed>, Instant) {
         let lease = self.name.as_str();
         let mut observed = None;
         let mut last_holder = String::new();
@@ -118,7 +125,7 @@ impl LeaderElection {
         loop {
             let mut next_try = self.timing.retry_period;
             match self.try_acquire_or_renew(&mut observed).await {
-                Ok(Attempt::Leading) => return observed,
+                Ok(Attempt::Leading(sent)) => return (observed, sent),
                 Ok(Attempt::HeldBy(holder, valid_for)) => {
                     if holder != last_holder {
                         info!(lease, holder, "the lease is held by another process");
@@ -137,9 +144,12 @@ impl LeaderElection {
         }
     }
 
+    /// Renews every retry period until the renew deadline, counted from when the last successful
+    /// renewal was sent (`renewed`), passes without another; keeps the fence open until then.
     async fn keep_renewing(
         self: Arc<Self>,
         mut observed: Option<Observed>,
+        mut renewed: Instant,
         lost: watch::Sender<bool>,
     ) {
         let Timing {
@@ -147,13 +157,16 @@ impl LeaderElection {
             retry_period,
             ..
         } = self.timing;
-        let mut renewed = Instant::now();
+        let fence = self.manager.fence().clone();
         loop {
             tokio::time::sleep(retry_period).await;
             let deadline = (renewed + renew_deadline).into();
             let renewing = self.try_acquire_or_renew(&mut observed);
             match tokio::time::timeout_at(deadline, renewing).await {
-                Ok(Ok(Attempt::Leading)) => renewed = Instant::now(),
+                Ok(Ok(Attempt::Leading(sent))) => {
+                    renewed = sent;
+                    fence.open_until(sent + renew_deadline);
+                }
                 Ok(Ok(Attempt::HeldBy(holder, _))) => {
                     error!(lease = self.name, holder, "another process took the lease");
                     break;
@@ -172,6 +185,7 @@ impl LeaderElection {
                 break;
             }
         }
+        fence.close();
         self.manager.metrics().set_leader(&self.name, false);
         lost.send_replace(true);
     }
@@ -196,8 +210,9 @@ impl LeaderElection {
                     ..Default::default()
                 }),
             };
+            let sent = Instant::now();
             let created = self.leases.create(&PostParams::default(), &lease).await;
-            return written(created, observed);
+            return written(created, observed, sent);
         };
 
         let version = lease.metadata.resource_version.clone();
@@ -228,11 +243,12 @@ impl LeaderElection {
         spec.holder_identity = Some(self.identity.clone());
         spec.lease_duration_seconds = Some(duration_seconds);
         spec.renew_time = Some(now);
+        let sent = Instant::now();
         let replaced = self
             .leases
             .replace(&self.name, &PostParams::default(), &lease)
             .await;
-        written(replaced, observed)
+        written(replaced, observed, sent)
     }
 
     /// Clears the holder if it is still us. The short duration tells client-go candidates too that
@@ -256,15 +272,19 @@ impl LeaderElection {
     }
 }
 
-/// The outcome of a create or replace of the Lease.
-fn written(result: kube::Result<Lease>, observed: &mut Option<Observed>) -> kube::Result<Attempt> {
+/// The outcome of a create or replace of the Lease sent at `sent`.
+fn written(
+    result: kube::Result<Lease>,
+    observed: &mut Option<Observed>,
+    sent: Instant,
+) -> kube::Result<Attempt> {
     match result {
         Ok(lease) => {
             *observed = Some(Observed {
                 version: lease.metadata.resource_version,
                 at: Instant::now(),
             });
-            Ok(Attempt::Leading)
+            Ok(Attempt::Leading(sent))
         }
         // 409: it was created or changed since we read it.
         Err(kube::Error::Api(status)) if status.code == 409 => Ok(Attempt::Conflict),
@@ -294,6 +314,8 @@ impl Leadership {
         self.renewer.abort();
         let _ = self.renewer.await;
         let election = &self.election;
+        // Nothing more is written as leader: the Lease is given up next.
+        election.manager.fence().close();
         let lease = election.name.as_str();
         election.manager.metrics().set_leader(lease, false);
         let released = tokio::time::timeout(election.timing.retry_period, election.release()).await;

@@ -181,6 +181,9 @@ struct Inner {
     leading: watch::Sender<bool>,
     /// This replica's part of the objects, with `--sharding`.
     shard: Option<Shard>,
+    /// The fence of the manager's client: with leader election, open while the Lease is renewed
+    /// in time (with `--sharding`, while the shard Lease is).
+    fence: Fence,
     /// Set by a second SIGTERM or Ctrl-C: stop now, without waiting for reconciles.
     interrupted: watch::Sender<bool>,
     webhooks: Webhooks,
@@ -264,6 +267,7 @@ impl Manager {
     /// # Errors
     ///
     /// When `timing` is not ordered as [`Timing::check`] requires.
+    #[cfg(feature = "testing")]
     pub fn candidate_in_namespace(
         name: &str,
         client: Client,
@@ -274,6 +278,15 @@ impl Manager {
         timing.check()?;
         let election = Some((namespace.to_string(), lease.to_string()));
         let watched = Some(namespace.to_string());
+        // Its writes stop at the fence its leadership keeps, as those of a manager from `start` do.
+        let fence = Fence::new();
+        let default_namespace = client.default_namespace().to_string();
+        let sent = tower::service_fn(move |request| {
+            let client = client.clone();
+            async move { client.send(request).await.map_err(tower::BoxError::from) }
+        });
+        let fenced = tower::Layer::layer(&fence.layer(), sent);
+        let client = Client::new(fenced, default_namespace);
         let mut manager = Manager::with_parts(
             name,
             client,
@@ -284,6 +297,7 @@ impl Manager {
         );
         let inner = Arc::get_mut(&mut manager.inner).expect("a manager not shared yet");
         inner.lease_timing = timing;
+        inner.fence = fence;
         Ok(manager)
     }
 
@@ -314,6 +328,7 @@ impl Manager {
                 leading: watch::channel(leader_election.is_none()).0,
                 leader_election,
                 shard: None,
+                fence: Fence::new(),
                 lease_timing: Timing::default(),
                 interrupted: watch::channel(false).0,
                 webhook_server: None,
@@ -640,6 +655,11 @@ impl Manager {
         }
     }
 
+    /// The fence of the manager's client, which leader election keeps open while it leads.
+    pub(crate) fn fence(&self) -> &Fence {
+        &self.inner.fence
+    }
+
     /// This replica's part of the objects when it runs with `--sharding`: controllers reconcile only
     /// the objects whose uid it holds, and [`Manager::owned`] caches the objects placed by their
     /// controller owner's uid: the children of those objects.
@@ -818,8 +838,9 @@ impl ManagerBuilder {
             None => client_config(&args).await?,
         };
         let identity = self.identity.unwrap_or_else(new_identity);
-        // With --sharding, the member keeps this fence open while its renewals are in time; a
-        // write the client would send after that is refused (see `shard::Fence`).
+        // With --leader-elect (or --sharding), the leader (or member) keeps this fence open while
+        // its renewals are in time; a write the client would send after that is refused (see
+        // `shard::Fence`).
         let fence = Fence::new();
         let client = counted_client(config, &metrics, &fence, &self.name, &identity)?;
         let server = client.apiserver_version().await?;
@@ -853,6 +874,7 @@ impl ManagerBuilder {
         let inner = Arc::get_mut(&mut manager.inner).expect("not shared yet");
         inner.webhook_server = webhook_server(&args);
         inner.lease_timing = self.lease_timing;
+        inner.fence = fence.clone();
         if args.sharding {
             // The group is the leader-election id: the same for every replica of this operator.
             let group = shard_group(&leader_election_id);
