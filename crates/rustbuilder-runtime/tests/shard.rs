@@ -878,3 +878,183 @@ async fn a_member_whose_renewal_is_answered_late_stops_before_the_others_take_ov
     }
     b.shard.stop().await;
 }
+
+/// A manager of the shard group `hang-test`, started with `--sharding` as a replica in a process of
+/// its own would be, as member `identity` with [`TIMING`].
+async fn sharded_manager(env: &TestEnv, identity: &str) -> Manager {
+    #[derive(clap::Parser)]
+    struct Args {
+        #[command(flatten)]
+        manager: rustbuilder_runtime::manager::ManagerArgs,
+    }
+    let kubeconfig = env.kubeconfig().display().to_string();
+    let args = [
+        "manager",
+        "--kubeconfig",
+        &kubeconfig,
+        "--health-probe-bind-address=0",
+        "--metrics-bind-address=0",
+        "--sharding",
+        "--leader-election-namespace=default",
+    ];
+    let args = <Args as clap::Parser>::try_parse_from(args).unwrap();
+    Manager::builder("hang-test")
+        .external_tracing()
+        .identity(identity)
+        .lease_timing(TIMING)
+        .start(args.manager)
+        .await
+        .unwrap()
+}
+
+/// Sets its flag when dropped: the reconcile that holds it was cancelled (it never returns).
+struct Cancelled(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for Cancelled {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A reconcile that never returns (a request without an answer, a deadlock) must not keep its range
+/// from a member that joins: once the range has drained for the lease duration, the member giving
+/// it up cancels that reconcile and lets the range go, and the new holder reconciles the object.
+#[tokio::test]
+async fn a_hanging_reconcile_does_not_keep_a_range_from_a_member_that_joins() {
+    let env = TestEnv::start().await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    // A few objects, one of them (the stuck one) in the part `b` will hold once it joins.
+    let part_of_b = Ranges::assigned(&["a", "b"], "b");
+    let mut objects = Vec::new();
+    while objects.len() < 4
+        || !objects
+            .iter()
+            .any(|c: &ConfigMap| part_of_b.contains(shard::hash(&c.uid().unwrap())))
+    {
+        let configmap = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(format!("hang-{}", objects.len())),
+                labels: Some([(LABEL.to_string(), "hang".to_string())].into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        objects.push(
+            api.create(&PostParams::default(), &configmap)
+                .await
+                .unwrap(),
+        );
+    }
+    let stuck = objects
+        .iter()
+        .find(|c| part_of_b.contains(shard::hash(&c.uid().unwrap())))
+        .unwrap();
+    let (stuck, hash) = (stuck.name_any(), shard::hash(&stuck.uid().unwrap()));
+
+    // (member, object) of every reconcile started; `a`'s reconcile of the stuck object never returns.
+    let reconciled = Arc::new(Mutex::new(Vec::<(String, String)>::new()));
+    let cancelled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let replica = async |identity: &str| {
+        let manager = sharded_manager(&env, identity).await;
+        let (reconciled, cancelled) = (reconciled.clone(), cancelled.clone());
+        let (member, stuck) = (identity.to_string(), stuck.clone());
+        let reconcile = move |object: Arc<ConfigMap>, _: Arc<()>| {
+            let name = object.name_any();
+            reconciled
+                .lock()
+                .unwrap()
+                .push((member.clone(), name.clone()));
+            let hangs = (member == "a" && name == stuck).then(|| Cancelled(cancelled.clone()));
+            async move {
+                if let Some(_cancelled) = hangs {
+                    std::future::pending::<()>().await;
+                }
+                Ok::<_, kube::Error>(kube::runtime::controller::Action::await_change())
+            }
+        };
+        let config = watcher::Config::default().labels(&format!("{LABEL}=hang"));
+        let controllers = manager.controllers();
+        controllers.add(
+            manager
+                .controller(
+                    Api::<ConfigMap>::namespaced(manager.client(), "default"),
+                    "hang",
+                )
+                .watcher_config(config)
+                .concurrency(4)
+                .run(reconcile, Arc::new(())),
+        );
+        let running = tokio::spawn(controllers.run());
+        (manager, running)
+    };
+    let reconciled_by = |member: &str, name: &str| {
+        let reconciled = reconciled.lock().unwrap();
+        reconciled.iter().any(|(m, n)| m == member && n == name)
+    };
+
+    let (a, a_running) = replica("a").await;
+    let hanging = eventually(Duration::from_secs(10), async || {
+        objects.iter().all(|c| reconciled_by("a", &c.name_any()))
+    });
+    assert!(hanging.await, "a did not reconcile every object");
+
+    let (b, b_running) = replica("b").await;
+    let joined = Instant::now();
+    let leases: Api<Lease> = Api::namespaced(env.client(), "default");
+    // What `a` publishes in its Lease.
+    let published_by_a = async || -> Ranges {
+        let lease = leases.get("hang-test-shard-a").await.unwrap();
+        lease.annotations()[shard::RANGES_ANNOTATION]
+            .parse()
+            .unwrap()
+    };
+    let bound = TIMING.lease_duration + Duration::from_secs(5);
+    // When b first worked on part of its share without the stuck range: the rest did not wait.
+    let rest_first = std::cell::Cell::new(None);
+    let handed_over = eventually(bound, async || {
+        let b_state = b.shard().unwrap().state().borrow().clone();
+        if !b_state.active.is_empty() && !b_state.active.contains(hash) {
+            rest_first.set(rest_first.get().or(Some(joined.elapsed())));
+        }
+        b_state.active.contains(hash)
+            && !a.shard().unwrap().state().borrow().held.contains(hash)
+            && !published_by_a().await.contains(hash)
+            && reconciled_by("b", &stuck)
+    })
+    .await;
+    let (a_state, b_state) = (
+        a.shard().unwrap().state().borrow().clone(),
+        b.shard().unwrap().state().borrow().clone(),
+    );
+    assert!(
+        handed_over,
+        "{stuck}'s range not handed over to b within {bound:?} of b joining: b holds {:.2} of the \
+         space, a {:.2} ({:.2} of it draining); a publishes {stuck}'s hash: {}; a's reconcile of \
+         {stuck} cancelled: {}; b reconciled {stuck}: {}",
+        b_state.held.share(),
+        a_state.held.share(),
+        a_state.held.difference(&a_state.active).share(),
+        published_by_a().await.contains(hash),
+        cancelled.load(std::sync::atomic::Ordering::SeqCst),
+        reconciled_by("b", &stuck),
+    );
+    eprintln!(
+        "b took {stuck}'s range and reconciled it {:?} after joining, the rest of its part {:?} \
+         after joining",
+        joined.elapsed(),
+        rest_first.get(),
+    );
+    assert!(cancelled.load(std::sync::atomic::Ordering::SeqCst));
+    assert!(
+        rest_first.get().is_some(),
+        "b got none of its part before the stuck range"
+    );
+    // `a` holds the rest and stays in the group: the range went, not the member.
+    assert_eq!(a_state.held, Ranges::assigned(&["a", "b"], "a"));
+
+    for (manager, running) in [(a, a_running), (b, b_running)] {
+        manager.shutdown();
+        let stopped = tokio::time::timeout(Duration::from_secs(10), running).await;
+        stopped.unwrap().unwrap().unwrap();
+    }
+}

@@ -478,7 +478,7 @@ where
                 // object as the cache holds it now. Sharded, only while this replica holds the
                 // object, holding it until done (a range given up waits for this reconcile before
                 // another replica may start it).
-                let (object, _permit) = loop {
+                let (object, permit) = loop {
                     tokio::select! {
                         () = complete(&reads) => {}
                         () = &mut shutdown => return skip(),
@@ -505,15 +505,28 @@ where
                 let reference = object.object_ref(&());
                 let reconciling = catch_panic(async { reconcile(object, ctx).await });
                 // Sharded, a reconcile ends when the replica's fence passes: its writes are no
-                // longer safe (another replica may hold the object by now).
-                let fence_passed = match &shard {
-                    Some(shard) => Either::Left(shard.fence().passed()),
-                    None => Either::Right(std::future::pending()),
+                // longer safe (another replica may hold the object by now). It also ends when its
+                // permit is revoked: its range is being handed over and it ran past the drain
+                // deadline; the next holder reconciles the object.
+                let (fence_passed, revoked) = match (&shard, &permit) {
+                    (Some(shard), Some(permit)) => (
+                        Either::Left(shard.fence().passed()),
+                        Either::Left(permit.revoked()),
+                    ),
+                    _ => (
+                        Either::Right(std::future::pending()),
+                        Either::Right(std::future::pending()),
+                    ),
                 };
                 let result = tokio::select! {
                     biased;
                     () = fence_passed => {
                         warn!(object = %key, "reconcile cancelled: this shard member was not renewed in time");
+                        drop(work);
+                        return skip();
+                    }
+                    () = revoked => {
+                        warn!(object = %key, "reconcile cancelled: it outlived the drain deadline of its shard range, which goes to another replica");
                         drop(work);
                         return skip();
                     }

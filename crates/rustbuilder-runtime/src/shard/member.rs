@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 use tracing::{debug, error, info, warn};
 
 use super::fence::Fence;
-use super::range::{Ranges, hash};
+use super::range::{Range, Ranges, hash};
 use crate::lease::{InvalidTiming, Timing, hostname};
 use crate::metrics::Metrics;
 
@@ -153,6 +153,7 @@ impl Membership {
         let lease_name = lease_name(&self.group, &self.identity);
         let (state, _) = watch::channel(ShardState::default());
         let (stop, stop_requested) = watch::channel(false);
+        let (revoked, _) = watch::channel(Ranges::none());
         let inner = Arc::new(Inner {
             identity: self.identity.clone(),
             group: self.group.clone(),
@@ -160,6 +161,7 @@ impl Membership {
             gate: Mutex::new(Gate::default()),
             fence: self.fence,
             drained: Notify::new(),
+            revoked,
             state,
             stop,
             task: Mutex::new(None),
@@ -182,6 +184,7 @@ impl Membership {
             observed: HashMap::new(),
             active: Ranges::none(),
             draining: Ranges::none(),
+            given_up: Vec::new(),
             claiming: Ranges::none(),
             quiet_until: None,
             members: 0,
@@ -225,6 +228,8 @@ struct Inner {
     fence: Fence,
     /// Woken when the last permit in flight on a hash is dropped.
     drained: Notify,
+    /// The hashes whose permits must end now ([`Permit::revoked`]).
+    revoked: watch::Sender<Ranges>,
     state: watch::Sender<ShardState>,
     stop: watch::Sender<bool>,
     task: Mutex<Option<JoinHandle<()>>>,
@@ -241,6 +246,12 @@ impl Gate {
     fn in_flight_within(&self, ranges: &Ranges) -> usize {
         let within = |(hash, _): &(&u64, &usize)| ranges.contains(**hash);
         self.in_flight.iter().filter(within).map(|(_, n)| n).sum()
+    }
+
+    /// The part of `ranges` no permit is in flight on, by whole [`Range`]s.
+    fn idle_within(&self, ranges: &Ranges) -> Ranges {
+        let busy = |range: &Range| self.in_flight.keys().any(|hash| range.contains(*hash));
+        Ranges::new(ranges.ranges().iter().filter(|r| !busy(r)).copied())
     }
 }
 
@@ -358,7 +369,8 @@ impl Shard {
 }
 
 /// Work admitted on one object by [`Shard::enter`]; the member does not give the object's range
-/// up while the permit lives. Drop it when the reconcile ends.
+/// up while the permit lives. Drop it when the reconcile ends, or once it is
+/// [revoked](Permit::revoked).
 pub struct Permit {
     shard: Arc<Inner>,
     hash: u64,
@@ -374,6 +386,19 @@ impl Permit {
     /// The hash the permit admits work on.
     pub fn hash(&self) -> u64 {
         self.hash
+    }
+
+    /// Resolves once the member revokes the permit: its range is being given up and the work on
+    /// it has run for longer than the lease duration (a request never answered, a deadlock), which
+    /// would otherwise keep the range from its next holder forever. Stop the work then and drop
+    /// the permit, as at the [fence](Shard::fence) (a controller drops the reconcile); the next
+    /// holder of the range works on the object.
+    pub async fn revoked(&self) {
+        let mut revoked = self.shard.revoked.subscribe();
+        // The sender lives in the member, which the permit keeps alive: no error.
+        let _ = revoked
+            .wait_for(|revoked| revoked.contains(self.hash))
+            .await;
     }
 }
 
@@ -424,6 +449,8 @@ struct Worker {
     active: Ranges,
     /// No longer admitted, published until the permits on them are gone.
     draining: Ranges,
+    /// When each part of `draining` was given up, for the drain deadline.
+    given_up: Vec<(Instant, Ranges)>,
     /// Published, to start once a read of the group shows no other member publishes them.
     claiming: Ranges,
     /// No claim before this (after a claim collided with another member's).
@@ -754,8 +781,9 @@ impl Worker {
     }
 
     /// Gives up what is no longer this member's: no new work on it, and once the work admitted
-    /// has finished, no longer published. Takes back at once what it is still giving up and is its
-    /// own again.
+    /// has finished, no longer published, range by range (work still running on one range does
+    /// not hold the others back). Takes back at once what it is still giving up and is its own
+    /// again.
     fn rebalance(&mut self, target: &Ranges) {
         let back = self.draining.intersection(target);
         let give_up = self.active.difference(target);
@@ -765,15 +793,51 @@ impl Worker {
             self.shard.gate().active = self.active.clone();
             if !give_up.is_empty() {
                 info!(group = self.shard.group, ranges = %give_up, "giving up ranges");
+                self.given_up.push((Instant::now(), give_up));
             }
             self.publish_state();
         }
-        if !self.draining.is_empty() && self.shard.gate().in_flight_within(&self.draining) == 0 {
-            let drained = std::mem::take(&mut self.draining);
+        let drained = self.shard.gate().idle_within(&self.draining);
+        if !drained.is_empty() {
+            self.draining = self.draining.difference(&drained);
             info!(group = self.shard.group, ranges = %drained, "gave up ranges");
             self.count_handover("released");
             self.transition(Instant::now());
         }
+        let draining = &self.draining;
+        self.given_up
+            .iter_mut()
+            .for_each(|(_, ranges)| *ranges = ranges.intersection(draining));
+        self.given_up.retain(|(_, ranges)| !ranges.is_empty());
+        self.revoke_overdue();
+    }
+
+    /// Revokes the permits still in flight on ranges given up longer than the lease duration ago
+    /// (checked once a retry period): had this member vanished, the others would have taken the
+    /// ranges after that long, and work that never ends (a request never answered, a deadlock)
+    /// must not keep them longer. The ranges go once the revoked permits are dropped.
+    fn revoke_overdue(&self) {
+        let deadline = self.timing.lease_duration;
+        let overdue = self
+            .given_up
+            .iter()
+            .filter(|(at, _)| at.elapsed() >= deadline);
+        let overdue = overdue.fold(Ranges::none(), |all, (_, ranges)| all.union(ranges));
+        let newly = overdue.difference(&self.shard.revoked.borrow());
+        if !newly.is_empty() {
+            let reconciles = self.shard.gate().in_flight_within(&newly);
+            warn!(
+                group = self.shard.group,
+                ranges = %newly,
+                reconciles,
+                "work on ranges given up still runs after {deadline:?}: cancelling it"
+            );
+        }
+        self.shard.revoked.send_if_modified(|revoked| {
+            let changed = *revoked != overdue;
+            *revoked = overdue;
+            changed
+        });
     }
 
     /// Claims the part of `target` no other member publishes (unless keeping quiet). True if
@@ -845,6 +909,7 @@ impl Worker {
         let _ = tokio::time::timeout(margin, drained).await;
         self.active = Ranges::none();
         self.draining = Ranges::none();
+        self.given_up.clear();
         self.transition(Instant::now());
         if let Some(metrics) = &self.metrics {
             metrics.shard().set_share(&self.shard.group, 0.0);

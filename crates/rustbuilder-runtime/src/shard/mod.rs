@@ -31,7 +31,10 @@
 //!   one sees the other's claim: both may back off, never both start.
 //! - To give a range up, a member stops admitting work on it ([`Shard::enter`] says `None`),
 //!   waits for the reconciles already admitted (their [`Permit`]s), and only then stops publishing
-//!   it.
+//!   it. A reconcile that would never end (a request never answered, a deadlock) must not keep the
+//!   range forever: past the lease duration, the time the others would wait for a member that
+//!   vanished, the member revokes the permits still in flight there ([`Permit::revoked`]: a
+//!   controller drops the reconcile) and lets the range go once they are dropped.
 //! - A member that cannot renew its Lease within the renew deadline drops everything and stops
 //!   ([`Shard::lost`]), before its Lease expires; the others take its ranges only once the Lease has
 //!   expired (and delete the Lease). The renew deadline counts from when the last successful
