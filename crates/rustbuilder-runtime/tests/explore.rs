@@ -345,15 +345,17 @@ async fn record_guarded(object: &Memcached, ctx: &Context) -> Result<bool, Error
             .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
             .await?;
     }
-    let record = json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": { "name": record_name(object) },
-        "data": { "size": object.spec.size.to_string() },
-    });
-    let params = PatchParams::apply(MANAGER).force();
-    records
-        .patch(&record_name(object), &params, &Patch::Apply(record))
-        .await?;
+    let record = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(record_name(object)),
+            namespace: Some(namespace.clone()),
+            ..Default::default()
+        },
+        data: Some([("size".to_string(), object.spec.size.to_string())].into()),
+        ..Default::default()
+    };
+    let current = records.get_opt(&record_name(object)).await?;
+    apply::apply(&records, current.as_ref(), &record, MANAGER).await?;
     Ok(true)
 }
 
@@ -466,90 +468,96 @@ fn explorer(client: kube::Client, bug: Bug, plan: Plan) -> Explorer {
 /// Each seeded bug and the perturbation that catches it ("reference": the fault-free run's own
 /// oracles catch it).
 fn corpus() -> Vec<(Bug, Option<Perturbation>, &'static str)> {
-    let step = |s: &str| s.parse::<Perturbation>().unwrap();
-    vec![
-        (
-            Bug::StatusBeforeWork,
-            Some(step("crash:write=4")),
-            "after step 2",
-        ),
-        (
-            Bug::NonIdempotentCreate,
-            Some(step("crash:write=1")),
-            "still failing",
-        ),
+    let cases = [
+        (Bug::StatusBeforeWork, "crash:write=1", "after step 1"),
+        (Bug::NonIdempotentCreate, "crash:write=1", "still failing"),
         (
             Bug::ProgressInMemory,
-            None,
+            "",
             "fresh manager started on the end state wrote",
         ),
         (
             Bug::FinalizerBeforeCleanup,
-            Some(step("crash:write=9")),
+            "crash:write=15",
             "v1/configmaps/sample-record",
         ),
         (
             Bug::CleanupOnDeletedEvent,
-            Some(step("coalesce:step=10:resource=memcacheds")),
+            "coalesce:step=10:resource=memcacheds",
             "not settled",
         ),
-        (Bug::HotLoop, None, "not settled"),
-        (Bug::PanicOnRemovedField, None, "panicked"),
-        (Bug::OffByOneBound, None, "still failing"),
+        (Bug::HotLoop, "", "not settled"),
+        (Bug::PanicOnRemovedField, "", "panicked"),
+        (Bug::OffByOneBound, "", "still failing"),
         (
             Bug::LeaderUnaware,
-            Some(step("lease-stall:step=2")),
+            "lease-stall:step=2",
             "two writers at once",
         ),
         (
             Bug::SweepOnStaleList,
-            Some(step("stale:step=10:resource=memcacheds")),
+            "stale:step=10:resource=memcacheds",
             "deleted apps/v1/deployments/sample",
         ),
         (
             Bug::CreateOnLaggingCache,
-            Some(step("delay:step=1:resource=deployments")),
-            "someone else's",
+            "delay:step=1:resource=deployments",
+            "/status/created",
         ),
-    ]
-}
-
-/// The copy with each bug, under the perturbation that catches it: caught, with the problem named.
-#[tokio::test]
-async fn every_seeded_bug_is_caught_by_its_perturbation() {
-    let env = take_turn(shared_env).await;
-    let cases = corpus().into_iter().map(|(bug, perturbation, expected)| {
-        let plan = Plan::Only(perturbation.into_iter().collect());
-        let explorer = explorer(env.client(), bug, plan);
-        async move { (bug, expected, explorer.explore().await) }
-    });
-    let reports: Vec<_> = futures::stream::iter(cases)
-        .buffer_unordered(4)
+    ];
+    let perturbation =
+        |text: &str| (!text.is_empty()).then(|| text.parse().expect("a perturbation"));
+    cases
+        .into_iter()
+        .map(|(bug, text, expected)| (bug, perturbation(text), expected))
         .collect()
-        .await;
-    let mut missed = Vec::new();
-    for (bug, expected, report) in reports {
-        let text = report.to_string();
-        if report.is_ok() || !text.contains(expected) {
-            missed.push(format!("{bug:?} (expected `{expected}`):\n{text}"));
-        }
-    }
-    assert!(
-        missed.is_empty(),
-        "seeded bugs not caught:\n{}",
-        missed.join("\n")
-    );
 }
 
-/// The copy without a bug, under every perturbation of the corpus: no false alarm.
+/// The copy with each bug, under the perturbation that catches it: caught, with the problem named;
+/// the copy without a bug, under all those perturbations: no alarm. (The unseeded run replays
+/// `lease-stall:step=2`, which found the leader that wrote after its Lease had passed to another.)
 #[tokio::test]
-async fn the_unseeded_copy_passes_every_perturbation_of_the_corpus() {
+async fn every_seeded_bug_is_caught_and_the_unseeded_copy_raises_no_alarm() {
     let env = take_turn(shared_env).await;
     let perturbations: Vec<Perturbation> = corpus().into_iter().filter_map(|(_, p, _)| p).collect();
-    let report = explorer(env.client(), Bug::None, Plan::Only(perturbations))
-        .explore()
+    // The unseeded copy's runs in three explorers at once, to take a third of the time.
+    let unseeded = perturbations
+        .chunks(perturbations.len().div_ceil(3))
+        .map(|chunk| (Bug::None, Plan::Only(chunk.to_vec()), ""))
+        .collect::<Vec<_>>();
+    let seeded = corpus().into_iter().map(|(bug, perturbation, expected)| {
+        (
+            bug,
+            Plan::Only(perturbation.into_iter().collect()),
+            expected,
+        )
+    });
+    let cases = unseeded
+        .into_iter()
+        .chain(seeded)
+        .map(|(bug, plan, expected)| {
+            let explorer = explorer(env.client(), bug, plan);
+            async move { (bug, expected, explorer.explore().await) }
+        });
+    let reports: Vec<_> = futures::stream::iter(cases)
+        .buffer_unordered(6)
+        .collect()
         .await;
-    report.assert_ok();
+    let mut wrong = Vec::new();
+    for (bug, expected, report) in reports {
+        let text = report.to_string();
+        match bug {
+            Bug::None if !report.is_ok() => {
+                wrong.push(format!("a false alarm on the unseeded copy:\n{text}"))
+            }
+            Bug::None => {}
+            _ if report.is_ok() || !text.contains(expected) => wrong.push(format!(
+                "{bug:?} not caught (expected `{expected}`):\n{text}"
+            )),
+            _ => {}
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 /// The whole plan on the unseeded copy (minutes): `cargo test --test explore -- --ignored`.
@@ -568,8 +576,14 @@ async fn full_plan() {
         Plan::Short => Plan::Full { max_runs: 200 },
         chosen => chosen,
     };
-    explorer(env.client(), bug, plan)
-        .explore()
-        .await
-        .assert_ok();
+    let report = explorer(env.client(), bug, plan).explore().await;
+    for (number, write) in report.reference.writes.iter().enumerate() {
+        println!(
+            "reference write #{}: step {} {}",
+            number + 1,
+            write.step,
+            write.describe()
+        );
+    }
+    report.assert_ok();
 }

@@ -688,6 +688,15 @@ async fn fill<K>(
             Ok(event) => event,
             Err(error) => {
                 warn!(kind, %error, "watch failed; retrying");
+                // 410 Gone: events were missed, and the watcher lists again after its backoff
+                // (a second or more). Until that list ends the cache is known to be stale, not
+                // complete: a controller reading it waits instead of acting on the past.
+                if matches!(&error, watcher::Error::WatchError(status) if status.code == 410) {
+                    shared
+                        .complete
+                        .send_if_modified(|listed| std::mem::replace(&mut listed.complete, false));
+                    incomplete.set(true);
+                }
                 continue;
             }
         };
@@ -717,12 +726,10 @@ async fn fill<K>(
             watcher::Event::Init => {
                 // The store keeps the old list until the new one is whole, but the objects that
                 // changed meanwhile (or, sharded, those of new ranges) are not in it.
-                let was_complete = shared
+                shared
                     .complete
                     .send_if_modified(|listed| std::mem::replace(&mut listed.complete, false));
-                if was_complete {
-                    incomplete.set(true);
-                }
+                incomplete.set(true);
                 Vec::new()
             }
             watcher::Event::InitApply(_) => Vec::new(),
@@ -1119,6 +1126,48 @@ mod tests {
             0,
             "a complete cache counts as incomplete no more"
         );
+    }
+
+    /// From a 410 Gone on, the cache is known to miss events: incomplete until the relist ends,
+    /// not only once it begins (after the watcher's backoff).
+    #[tokio::test]
+    async fn a_cache_is_incomplete_from_a_410_to_the_end_of_the_relist() {
+        let (objects, writer) = Objects::<ConfigMap>::new(Storage::Typed);
+        let shared = Arc::new(Shared::new(objects, None));
+        let cache = Cache {
+            shared: shared.clone(),
+        };
+        let (send, receive) = tokio::sync::mpsc::unbounded_channel();
+        let events = futures::stream::unfold(receive, |mut receive| async move {
+            let event = receive.recv().await?;
+            Some((event, receive))
+        });
+        let gauge = Gauge::default();
+        let synced = Synced::new(|| {});
+        tokio::spawn(fill(events, writer, shared, synced, None, gauge.clone()));
+        let settle = || tokio::time::sleep(std::time::Duration::from_millis(20));
+        for event in [watcher::Event::Init, watcher::Event::InitDone] {
+            send.send(Ok(event)).unwrap();
+        }
+        settle().await;
+        assert!(cache.completeness().is_complete() && gauge.get() == 0);
+
+        let gone =
+            kube::core::Status::failure("too old resource version", "Expired").with_code(410);
+        send.send(Err(watcher::Error::WatchError(Box::new(gone))))
+            .unwrap();
+        settle().await;
+        assert!(
+            !cache.completeness().is_complete(),
+            "complete right after a 410"
+        );
+        assert_eq!(gauge.get(), 1);
+        send.send(Ok(watcher::Event::Init)).unwrap();
+        settle().await;
+        assert_eq!(gauge.get(), 1, "counted once while relisting");
+        send.send(Ok(watcher::Event::InitDone)).unwrap();
+        settle().await;
+        assert!(cache.completeness().is_complete() && gauge.get() == 0);
     }
 
     #[test]

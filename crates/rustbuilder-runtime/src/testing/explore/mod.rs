@@ -503,10 +503,8 @@ impl Explorer {
 
     /// The reference run, then each perturbation of the plan.
     ///
-    /// # Panics
-    ///
-    /// When the reference run itself fails to run its workload (a step refused by the API
-    /// server), since nothing could be compared with it.
+    /// When the reference run cannot finish the workload (a step the API server refuses, a
+    /// step that never settles), the report holds its problems and no perturbed run.
     pub async fn explore(self) -> Report {
         let started = Instant::now();
         assert!(
@@ -518,13 +516,13 @@ impl Explorer {
             "the explorer has no workload: add one with Explorer::sample or Explorer::workload"
         );
         let reference = self.run(0, None, None).await;
-        if reference.states.len() < self.workload.steps.len() {
-            panic!(
-                "the reference run (no fault) failed:\n  {}",
-                reference.problems.join("\n  ")
-            );
-        }
-        let plan = self.perturbations(&reference);
+        // A reference run that could not finish its workload leaves nothing to compare with: its
+        // own problems are the report.
+        let finished = reference.states.len() == self.workload.steps.len();
+        let plan = match finished {
+            true => self.perturbations(&reference),
+            false => Vec::new(),
+        };
         eprintln!(
             "explore: reference run: {} ({:.1} s); {} perturbed run(s) to go",
             verdict(&reference),
@@ -980,7 +978,7 @@ impl<'a> Run<'a> {
             }
             _ => {}
         }
-        let children = self.children(step);
+        let children = self.children_paths();
         workload::perform(step, &self.explorer.client, &self.namespace, &children).await?;
         match here {
             Some(Perturbation::Relist { resource, .. }) => {
@@ -1063,21 +1061,6 @@ impl<'a> Run<'a> {
         Ok(list.metadata.resource_version.unwrap_or_default())
     }
 
-    /// The API paths in this run's namespace of what the operator wrote, the step's kind excepted.
-    fn children(&self, step: &Step) -> Vec<String> {
-        let own = format!("{}/{}/", step.resource.api_version, step.resource.plural);
-        let mut paths: Vec<String> = self
-            .recorder
-            .writes()
-            .into_iter()
-            .filter(|w| !w.object.starts_with(&own))
-            .map(|w| self.url(&w.object))
-            .collect();
-        paths.sort();
-        paths.dedup();
-        paths
-    }
-
     /// `apps/v1/deployments/x` as its URL in this run's namespace.
     fn url(&self, object: &str) -> String {
         let parts: Vec<&str> = object.split('/').collect();
@@ -1094,15 +1077,104 @@ impl<'a> Run<'a> {
         )
     }
 
+    /// Waits until the run is quiet and nothing is left for a garbage collector.
+    async fn settle(&mut self) -> Result<(), String> {
+        // What the garbage collector of a cluster does (a test control plane may run none): an
+        // object whose controller owner is gone is deleted, and the operator may react to that.
+        for _ in 0..3 {
+            self.settle_once().await?;
+            if self.collect_garbage().await? == 0 {
+                return Ok(());
+            }
+        }
+        self.settle_once().await
+    }
+
+    /// Deletes each object the operator wrote whose controller owner, of a kind of the workload,
+    /// no longer exists (or exists with another uid); returns how many.
+    async fn collect_garbage(&self) -> Result<usize, String> {
+        let mut collected = 0;
+        for path in self.children_paths() {
+            let request = http::Request::get(path.as_str())
+                .body(Vec::new())
+                .expect("a request");
+            let child: Value = match self.explorer.client.request(request).await {
+                Ok(child) => child,
+                Err(kube::Error::Api(status)) if status.code == 404 => continue,
+                Err(e) => return Err(format!("cannot read {path}: {e}")),
+            };
+            let owners = child
+                .pointer("/metadata/ownerReferences")
+                .and_then(Value::as_array);
+            let controller = owners.and_then(|owners| {
+                owners
+                    .iter()
+                    .find(|o| o.get("controller") == Some(&Value::Bool(true)))
+            });
+            let Some(owner) = controller else { continue };
+            let field = |key: &str| owner.get(key).and_then(Value::as_str).unwrap_or_default();
+            let kind = self.explorer.workload.steps.iter().find(|s| {
+                s.resource.kind == field("kind") && s.resource.api_version == field("apiVersion")
+            });
+            let Some(step) = kind else { continue };
+            let api: Api<DynamicObject> = Api::namespaced_with(
+                self.explorer.client.clone(),
+                &self.namespace,
+                &step.resource,
+            );
+            let living = api
+                .get_opt(field("name"))
+                .await
+                .map_err(|e| e.to_string())?;
+            let alive = living.is_some_and(|o| o.metadata.uid.as_deref() == Some(field("uid")));
+            if !alive {
+                let request = http::Request::delete(path.as_str())
+                    .body(Vec::new())
+                    .expect("a request");
+                match self.explorer.client.request_text(request).await {
+                    Ok(_) => collected += 1,
+                    Err(kube::Error::Api(status)) if status.code == 404 => {}
+                    Err(e) => return Err(format!("cannot collect {path}: {e}")),
+                }
+            }
+        }
+        Ok(collected)
+    }
+
+    /// The API paths in this run's namespace of everything the operator wrote but the
+    /// workload's own kinds.
+    fn children_paths(&self) -> Vec<String> {
+        let own: Vec<String> = self
+            .explorer
+            .workload
+            .steps
+            .iter()
+            .map(|s| format!("{}/{}/", s.resource.api_version, s.resource.plural))
+            .collect();
+        let mut paths: Vec<String> = self
+            .recorder
+            .writes()
+            .into_iter()
+            .filter(|w| !own.iter().any(|prefix| w.object.starts_with(prefix)))
+            .map(|w| self.url(&w.object))
+            .collect();
+        paths.sort();
+        paths.dedup();
+        paths
+    }
+
     /// Waits until no process writes or reconciles for the quiet time and none has work queued;
     /// replaces a process that crashed by a fresh one.
-    async fn settle(&mut self) -> Result<(), String> {
+    async fn settle_once(&mut self) -> Result<(), String> {
         let settings = &self.explorer.settings;
         let started = Instant::now();
         let mut last = (usize::MAX, u64::MAX);
         let mut changed = Instant::now();
-        let mut errors = self.live_errors();
-        let mut failed_at = None;
+        // Whether the last reconcile outcome seen was a failure: one that was retried and then
+        // succeeded is fine; one still failing when the step settles is a state the controller
+        // cannot reach.
+        let mut outcomes = self.live_outcomes();
+        let mut failing = false;
         loop {
             tokio::time::sleep(Duration::from_millis(50)).await;
             if let Some(dead) = self.live.iter().position(|i| i.life.is_dead()) {
@@ -1110,13 +1182,13 @@ impl<'a> Run<'a> {
                 self.crashed = true;
                 self.spawn(Faults::default())?;
                 changed = Instant::now();
-                errors = self.live_errors();
+                outcomes = self.live_outcomes();
                 continue;
             }
             // A leader that lost its Lease has stopped its controllers, as its process would exit.
             if let Some(done) = self.live.iter().position(|i| i.task.is_finished()) {
                 self.stop(done);
-                errors = self.live_errors();
+                outcomes = self.live_outcomes();
                 continue;
             }
             let reconciles: u64 = self
@@ -1128,11 +1200,14 @@ impl<'a> Run<'a> {
                 last = seen;
                 changed = Instant::now();
             }
-            let now_errors = self.live_errors();
-            if now_errors > errors {
-                failed_at = Some(Instant::now());
+            let (successes, errors) = self.live_outcomes();
+            if errors > outcomes.1 {
+                failing = true;
             }
-            errors = now_errors;
+            if successes > outcomes.0 {
+                failing = errors > outcomes.1;
+            }
+            outcomes = (successes, errors);
             let idle = self
                 .live
                 .iter()
@@ -1144,9 +1219,6 @@ impl<'a> Run<'a> {
                         && metric(&i.manager, "controller_runtime_active_workers") == 0
                 });
             if idle && changed.elapsed() >= settings.quiet {
-                // A reconcile that failed shortly before is retried with backoff: it failing
-                // still is a state the controller cannot reach.
-                let failing = failed_at.is_some_and(|at| at.elapsed() < settings.quiet * 3);
                 if failing {
                     let when = match self.step {
                         usize::MAX => "a fresh manager on the end state".to_string(),
@@ -1184,12 +1256,12 @@ impl<'a> Run<'a> {
         self.live.iter().chain(&self.stopped)
     }
 
-    /// Failed reconciles of the live processes.
-    fn live_errors(&self) -> u64 {
-        self.live
-            .iter()
-            .map(|i| metric(&i.manager, "controller_runtime_reconcile_errors_total"))
-            .sum()
+    /// Reconciles of the live processes that succeeded, and that failed.
+    fn live_outcomes(&self) -> (u64, u64) {
+        let sum = |name: &str| -> u64 { self.live.iter().map(|i| metric(&i.manager, name)).sum() };
+        let errors = sum("controller_runtime_reconcile_errors_total");
+        let all = sum("controller_runtime_reconcile_total");
+        (all.saturating_sub(errors), errors)
     }
 
     fn panics(&self) -> u64 {

@@ -340,11 +340,13 @@ pub(crate) async fn perform(
                 .map(drop)
                 .map_err(|e| fail("patch", e))
         }
-        Op::Delete => delete(&api, client, name, children)
+        Op::Delete => api
+            .delete(name, &DeleteParams::background())
             .await
+            .map(drop)
             .map_err(|e| fail("delete", e)),
         Op::Recreate => {
-            delete(&api, client, name, children)
+            api.delete(name, &DeleteParams::background())
                 .await
                 .map_err(|e| fail("delete", e))?;
             // A finalizer keeps the object until the operator has cleaned up.
@@ -397,52 +399,6 @@ async fn create(api: &Api<DynamicObject>, step: &Step) -> kube::Result<()> {
         serde_json::from_value(step.manifest.clone()).map_err(kube::Error::SerdeError)?;
     object.metadata.namespace = None;
     api.create(&PostParams::default(), &object).await.map(drop)
-}
-
-/// Deletes the object, and then, as the garbage collector of a cluster would (a test control
-/// plane may run none), what it controls among `children`.
-async fn delete(
-    api: &Api<DynamicObject>,
-    client: &Client,
-    name: &str,
-    children: &[String],
-) -> kube::Result<()> {
-    let Some(object) = api.get_opt(name).await? else {
-        return Ok(());
-    };
-    api.delete(name, &DeleteParams::background()).await?;
-    let Some(uid) = object.metadata.uid else {
-        return Ok(());
-    };
-    for child in children {
-        let get = http::Request::get(child.as_str())
-            .body(Vec::new())
-            .expect("a request");
-        let current: Value = match client.request(get).await {
-            Ok(current) => current,
-            Err(kube::Error::Api(status)) if status.code == 404 => continue,
-            Err(e) => return Err(e),
-        };
-        let owners = current
-            .pointer("/metadata/ownerReferences")
-            .and_then(Value::as_array);
-        let owned = owners.is_some_and(|owners| {
-            owners
-                .iter()
-                .any(|o| o.get("uid").and_then(Value::as_str) == Some(uid.as_str()))
-        });
-        if owned {
-            let request = http::Request::delete(child.as_str())
-                .body(Vec::new())
-                .expect("a request");
-            match client.request_text(request).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(status)) if status.code == 404 => {}
-                Err(e) => return Err(e),
-            }
-        }
-    }
-    Ok(())
 }
 
 /// A JSON merge patch that sets `value` at `pointer` (`null` removes it).
