@@ -130,6 +130,7 @@ fn init_and_create_api_scaffold_the_tutorial_layout() {
         "src/api/v1alpha1/memcached.rs",
         "src/controller/memcached.rs",
         "tests/controllers/memcached.rs",
+        "tests/controllers/explore.rs",
         "config/default/kustomization.yaml",
         "config/manager/manager.yaml",
         "config/rbac/role.yaml",
@@ -191,6 +192,78 @@ fn init_and_create_api_scaffold_the_tutorial_layout() {
         planned.contains("clippy --fix") && planned.contains("fmt"),
         "{planned}"
     );
+}
+
+/// The explorer's test comes with the first controller of a namespaced kind of the project's own, and
+/// each such kind after it joins it, with every controller: the kind once, at one version. Built-in,
+/// external and cluster-scoped kinds have none, nor has a multi-cluster project.
+#[test]
+fn create_api_puts_each_controller_of_the_projects_own_kinds_in_the_explorer() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let init = "init --domain example.com --project-name sea";
+    ok(d, &init.split(' ').collect::<Vec<_>>());
+    let create = |flags: &str| {
+        let args = format!("create api --group {flags}");
+        ok(d, &args.split(' ').collect::<Vec<_>>());
+    };
+    // rustfmt wraps the lines as it likes: compared without whitespace.
+    let squash = |s: &str| s.split_whitespace().collect::<String>();
+    let explorer = || squash(&read(d, "tests/controllers/explore.rs"));
+
+    create("apps --version v1 --kind Deployment --resource=false");
+    assert!(!d.join("tests/controllers/explore.rs").exists());
+    assert!(!read(d, "tests/controllers/main.rs").contains("mod explore;"));
+
+    create("ship --version v1 --kind Frigate");
+    assert!(read(d, "tests/controllers/main.rs").contains("\nmod explore;\n"));
+    let frigate = [
+        ".crd(crd::<api::v1::Frigate>())",
+        ".controller(controller::frigate::run)",
+        r#".sample::<api::v1::Frigate>(include_str!("../../config/samples/ship_v1_frigate.yaml"))"#,
+    ];
+    for line in frigate {
+        assert!(
+            explorer().contains(&squash(line)),
+            "{line} in {}",
+            explorer()
+        );
+    }
+
+    // A second controller of the kind adds itself only.
+    create("ship --version v1 --kind Frigate --resource=false --controller-name frigate-audit");
+    let text = explorer();
+    assert!(text.contains(&squash(".controller(controller::frigate_audit::run)")));
+    for line in frigate {
+        assert_eq!(text.matches(&squash(line)).count(), 1, "{line} in {text}");
+    }
+
+    // A cluster-scoped kind, and the controllers of an explored kind's other versions, stay out.
+    create("ship --version v1 --kind Cruiser --namespaced=false");
+    create("ship --version v2 --kind Frigate --controller=false");
+    create("ship --version v2 --kind Frigate --resource=false --controller-name frigate-watch");
+    assert_eq!(explorer(), text);
+
+    // Its module is the test crate's own: no controller may have it.
+    refused(
+        d,
+        &[
+            "create",
+            "api",
+            "--group",
+            "ship",
+            "--version",
+            "v1",
+            "--kind",
+            "Explore",
+        ],
+        &[
+            "`tests/controllers/explore.rs`, which is the controllers' test crate's own",
+            "\nhelp: ",
+        ],
+    );
+    let fleet = multicluster_project();
+    assert!(!fleet.path().join("tests/controllers/explore.rs").exists());
 }
 
 /// `make certs` writes the webhook server's certificate where `make run`'s manager looks for it (its

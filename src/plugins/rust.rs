@@ -21,6 +21,10 @@ use crate::versions;
 /// The crate of the controllers' tests: one test binary, a module per controller.
 pub const CONTROLLER_TESTS: &str = "tests/controllers/main.rs";
 
+/// The explorer's test, a module of [`CONTROLLER_TESTS`]: every controller of the project's own kinds
+/// run through their samples, without faults and under them.
+pub const EXPLORE_TESTS: &str = "tests/controllers/explore.rs";
+
 /// Files whose presence means the directory already holds a project.
 const INIT_SENTINELS: &[&str] = &[project::FILE_NAME, "Cargo.toml", "Makefile", "src/main.rs"];
 
@@ -597,6 +601,19 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
                 .map(str::to_string)
         })
         .flatten();
+    // The explorer drives a kind through its sample, so it takes the controllers of the project's own
+    // kinds: a built-in or another operator's kind has no sample here, and a multi-cluster controller
+    // runs in a fleet, not on the one manager the explorer starts. Each of its runs works in a
+    // namespace of its own, so a cluster-scoped kind is left out. It takes a kind at one version (its
+    // CRD is one per version there): the first whose controller is scaffolded.
+    let explored = options.controller
+        && namespaced
+        && core.is_none()
+        && external.is_none()
+        && !is_multicluster(&project)
+        && !other_versions.iter().any(|r| {
+            r.api.is_some() && (r.has_default_controller() || !r.named_controllers().is_empty())
+        });
     let controller_module = named.map_or_else(|| options.kind.snake(), ControllerName::snake);
     if options.controller {
         check_controller_module(&project, options, named, &controller_module)?;
@@ -693,6 +710,12 @@ pub fn plan_api(dir: &Path, options: &ApiOptions) -> Result<ApiScaffold> {
         plan.add_set("controller-tests", &context)?;
     }
     wire(&mut plan, &base, &api, options)?;
+    if explored {
+        // Made by the first controller of a kind of the project's own, not by `init`: until then there
+        // is nothing to explore, and a project of built-in or other operators' kinds alone has none.
+        plan.add_set("explore", &context)?;
+        wire_explorer(&mut plan, &api)?;
+    }
     if options.resource
         && let Some(storage) = storage_version
     {
@@ -918,13 +941,23 @@ fn check_kind_in_one_group(project: &Project, group: &Group, kind: &Kind) -> Res
 }
 
 /// A controller's module and test module (`tests/controllers/<module>.rs`) must not be those of another
-/// controller or kind of the project.
+/// controller or kind of the project, nor a file of the test crate's own.
 fn check_controller_module(
     project: &Project,
     options: &ApiOptions,
     named: Option<&ControllerName>,
     module: &str,
 ) -> Result<()> {
+    // In a single-group project the test module is named after the controller alone.
+    if !project.multigroup && ["main", "explore"].contains(&module) {
+        bail!(
+            "the controller module `{module}` would have its test at `tests/controllers/{module}.rs`, which is the controllers' test crate's own\nhelp: {}",
+            match named {
+                Some(_) => "choose another `--controller-name`",
+                None => "choose another kind, or name the controller with `--controller-name`",
+            }
+        );
+    }
     for resource in &project.resources {
         let kind: Kind = resource.kind.parse()?;
         let is_self = resource.group == options.group.as_str()
@@ -1090,6 +1123,38 @@ fn wire(
         })?;
     }
     Ok(())
+}
+
+/// Adds the kind's CRD, its controller and its sample to the explorer's test. A second controller of
+/// a kind adds only itself: the CRD and the sample are there already (an insertion is made once).
+fn wire_explorer(plan: &mut Plan, api: &ApiContext) -> Result<()> {
+    plan.insert(Insertion {
+        path: CONTROLLER_TESTS,
+        marker: "modules",
+        fragment: "mod explore;".to_string(),
+    })?;
+    let kind = format!("{}::{}", api.api_path, api.kind);
+    plan.insert(Insertion {
+        path: EXPLORE_TESTS,
+        marker: "crds",
+        fragment: format!("        .crd(crd::<{kind}>())"),
+    })?;
+    plan.insert(Insertion {
+        path: EXPLORE_TESTS,
+        marker: "controllers",
+        fragment: format!(
+            "        .controller(controller::{}::run)",
+            api.controller_rel
+        ),
+    })?;
+    plan.insert(Insertion {
+        path: EXPLORE_TESTS,
+        marker: "controllers",
+        fragment: format!(
+            "        .sample::<{kind}>(include_str!(\"../../config/samples/{}_{}_{}.yaml\"))",
+            api.group_snake, api.version, api.kind_snake
+        ),
+    })
 }
 
 /// Names the version etcd stores a kind at in `src/bin/crdgen.rs`, once the kind has several versions:

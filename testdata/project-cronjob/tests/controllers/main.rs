@@ -5,4 +5,5 @@
 //! it below), so they link once however many kinds the project has. Shared helpers: `mod support;`.
 
 mod cron_job;
+mod explore;
 // +rustbuilder:scaffold:modules

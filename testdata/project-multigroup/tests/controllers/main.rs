@@ -7,6 +7,7 @@
 mod apps_deployment;
 mod cache_memcached;
 mod cert_manager_certificate;
+mod explore;
 mod harbor_frigate;
 mod ship_cruiser;
 mod ship_frigate;

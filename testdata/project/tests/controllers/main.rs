@@ -4,5 +4,6 @@
 //! The controllers' tests on a real API server: one crate, a module per controller (`create api` adds
 //! it below), so they link once however many kinds the project has. Shared helpers: `mod support;`.
 
+mod explore;
 mod memcached;
 // +rustbuilder:scaffold:modules
