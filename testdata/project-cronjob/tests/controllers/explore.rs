@@ -7,11 +7,16 @@
 //! end compared with the fault-free one. `make test` runs a short plan; `make test-explore
 //! EXPLORE_PLAN=full` runs every fault, and a failure's report ends with the command that replays it.
 //!
-//! `create api` adds below each namespaced kind of the project's own that has a controller, with its
-//! controllers (each run works in a namespace of its own). For steps and invariants of your own, see
-//! `rustbuilder_runtime::testing::explore`.
+//! The CronJob controller runs on a clock stopped ten minutes from now, the same for every run: its
+//! Jobs, named after their scheduled time, are then the same in every run, where the system clock
+//! would make a run that crosses a minute differ from one that does not.
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
 use rustbuilder_envtest::TestEnv;
+use rustbuilder_runtime::clock::FakeClock;
 use rustbuilder_runtime::manifests::crd;
 use rustbuilder_runtime::testing::explore::Explorer;
 
@@ -25,8 +30,10 @@ async fn controllers_converge_through_faults() {
         // +rustbuilder:scaffold:crds
         .start()
         .await;
+    let stopped_at = Timestamp::now() + Duration::from_secs(600);
+    let clock = Arc::new(FakeClock::new(stopped_at));
     Explorer::new(env.client(), MANAGER_NAME)
-        .controller(controller::cron_job::run)
+        .controller(move |manager| controller::cron_job::run_with_clock(manager, clock.clone()))
         .sample::<api::v1::CronJob>(include_str!("../../config/samples/batch_v1_cron_job.yaml"))
         // +rustbuilder:scaffold:controllers
         .replay_command("make test-explore")

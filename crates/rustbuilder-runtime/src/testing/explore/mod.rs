@@ -591,10 +591,13 @@ impl Explorer {
                         resource,
                     });
                 }
-                // The last step deletes and creates the object at once: unobserved, the old
+                // The first kind's object deleted and created at once: unobserved, the old
                 // object's end is never seen.
+                let recreated = self.workload.steps.iter().rposition(|step| {
+                    matches!(step.op, Op::Recreate) && step.resource.plural == primary
+                });
                 plan.push(Perturbation::Coalesce {
-                    step: steps,
+                    step: recreated.map_or(steps, |index| index + 1),
                     resource: primary,
                 });
                 if steps >= 2 {
@@ -1081,13 +1084,24 @@ impl<'a> Run<'a> {
     async fn settle(&mut self) -> Result<(), String> {
         // What the garbage collector of a cluster does (a test control plane may run none): an
         // object whose controller owner is gone is deleted, and the operator may react to that.
-        for _ in 0..3 {
+        // Not while a watch is held: an operator that sees the past would make the object again
+        // each time, as long as the hold lasts.
+        let started = Instant::now();
+        loop {
             self.settle_once().await?;
+            if self.gates.iter().any(|(_, gate)| gate.is_held()) {
+                return Ok(());
+            }
             if self.collect_garbage().await? == 0 {
                 return Ok(());
             }
+            if started.elapsed() > self.explorer.settings.settle_timeout {
+                return Err(format!(
+                    "objects whose owner is gone were made again for {:?}",
+                    self.explorer.settings.settle_timeout
+                ));
+            }
         }
-        self.settle_once().await
     }
 
     /// Deletes each object the operator wrote whose controller owner, of a kind of the workload,
@@ -1112,6 +1126,9 @@ impl<'a> Run<'a> {
                     .find(|o| o.get("controller") == Some(&Value::Bool(true)))
             });
             let Some(owner) = controller else { continue };
+            if child.pointer("/metadata/deletionTimestamp").is_some() {
+                continue;
+            }
             let field = |key: &str| owner.get(key).and_then(Value::as_str).unwrap_or_default();
             let kind = self.explorer.workload.steps.iter().find(|s| {
                 s.resource.kind == field("kind") && s.resource.api_version == field("apiVersion")
@@ -1128,9 +1145,7 @@ impl<'a> Run<'a> {
                 .map_err(|e| e.to_string())?;
             let alive = living.is_some_and(|o| o.metadata.uid.as_deref() == Some(field("uid")));
             if !alive {
-                let request = http::Request::delete(path.as_str())
-                    .body(Vec::new())
-                    .expect("a request");
+                let request = workload::delete_in_background(&path);
                 match self.explorer.client.request_text(request).await {
                     Ok(_) => collected += 1,
                     Err(kube::Error::Api(status)) if status.code == 404 => {}
@@ -1334,9 +1349,12 @@ impl<'a> Run<'a> {
     async fn state(&self, reference: Option<&Outcome>) -> Result<oracle::EndState, String> {
         let objects = self.snapshot(reference).await?;
         let uids = oracle::uid_names(objects.values().flatten());
-        let normalised = objects
-            .into_iter()
-            .map(|(path, object)| (path, object.map(|o| oracle::normalise(&o, &uids))));
+        let normalised = objects.into_iter().map(|(path, object)| {
+            (
+                path,
+                object.map(|o| oracle::normalise(&o, &uids, &self.namespace)),
+            )
+        });
         Ok(normalised.collect())
     }
 

@@ -27,8 +27,9 @@ pub(crate) fn uid_names<'a>(objects: impl Iterator<Item = &'a Value>) -> BTreeMa
 }
 
 /// An object as the oracles compare it. A uid anywhere in it (an owner reference, a label, a
-/// value) reads as the object that has it now, `uids` telling, or as a uid of an object gone.
-pub(crate) fn normalise(object: &Value, uids: &BTreeMap<String, String>) -> Value {
+/// value) reads as the object that has it now, `uids` telling, or as a uid of an object gone; the
+/// run's namespace (in an object reference, say) as `<namespace>`.
+pub(crate) fn normalise(object: &Value, uids: &BTreeMap<String, String>, namespace: &str) -> Value {
     let mut object = object.clone();
     let generation = object
         .pointer("/metadata/generation")
@@ -47,7 +48,7 @@ pub(crate) fn normalise(object: &Value, uids: &BTreeMap<String, String>) -> Valu
         }
     }
     mark_generations(&mut object, generation);
-    blank_times_and_uids(&mut object, uids);
+    blank_times_and_uids(&mut object, uids, namespace);
     object
 }
 
@@ -72,8 +73,9 @@ fn mark_generations(value: &mut Value, generation: Option<i64>) {
 }
 
 /// Every RFC 3339 timestamp as `<time>`, every uid as whose it is.
-fn blank_times_and_uids(value: &mut Value, uids: &BTreeMap<String, String>) {
+fn blank_times_and_uids(value: &mut Value, uids: &BTreeMap<String, String>, namespace: &str) {
     match value {
+        Value::String(text) if text == namespace => *text = "<namespace>".into(),
         Value::String(text) if looks_like_time(text) => *text = "<time>".into(),
         Value::String(text) if looks_like_uid(text) => {
             *text = uids
@@ -88,8 +90,12 @@ fn blank_times_and_uids(value: &mut Value, uids: &BTreeMap<String, String>) {
                 }
             }
         }
-        Value::Object(map) => map.values_mut().for_each(|v| blank_times_and_uids(v, uids)),
-        Value::Array(items) => items.iter_mut().for_each(|v| blank_times_and_uids(v, uids)),
+        Value::Object(map) => map
+            .values_mut()
+            .for_each(|v| blank_times_and_uids(v, uids, namespace)),
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|v| blank_times_and_uids(v, uids, namespace)),
         _ => {}
     }
 }
@@ -318,8 +324,8 @@ mod tests {
 
     #[test]
     fn what_differs_between_runs_anyway_is_normalised_away() {
-        let a = normalise(&deployment(UID_A, 3, 2, 2), &BTreeMap::new());
-        let b = normalise(&deployment(UID_B, 3, 5, 5), &BTreeMap::new());
+        let a = normalise(&deployment(UID_A, 3, 2, 2), &BTreeMap::new(), "ns");
+        let b = normalise(&deployment(UID_B, 3, 5, 5), &BTreeMap::new(), "ns");
         assert!(differences(&a, &b).is_empty(), "{:?}", differences(&a, &b));
         assert_eq!(
             a.pointer("/status/observedGeneration"),
@@ -331,8 +337,8 @@ mod tests {
     fn a_uid_reads_as_whose_it_is_or_as_gone() {
         let owner = json!({ "kind": "Memcached", "metadata": { "name": "web", "uid": UID_A } });
         let uids = uid_names([&owner].into_iter());
-        let current = normalise(&deployment(UID_A, 3, 1, 1), &uids);
-        let orphan = normalise(&deployment(UID_B, 3, 1, 1), &uids);
+        let current = normalise(&deployment(UID_A, 3, 1, 1), &uids, "ns");
+        let orphan = normalise(&deployment(UID_B, 3, 1, 1), &uids, "ns");
         let owner_uid = "/metadata/ownerReferences/0/uid";
         assert_eq!(
             current.pointer(owner_uid),
@@ -343,7 +349,7 @@ mod tests {
             Some(&json!("<uid of an object gone>"))
         );
         let record = json!({ "data": { "owner": format!("owner={UID_A}") } });
-        let record = normalise(&record, &uids);
+        let record = normalise(&record, &uids, "ns");
         assert_eq!(
             record.pointer("/data/owner"),
             Some(&json!("owner=<uid of Memcached/web>"))
@@ -380,8 +386,8 @@ mod tests {
 
     #[test]
     fn a_field_that_differs_is_named_with_both_values() {
-        let a = normalise(&deployment(UID_A, 3, 2, 2), &BTreeMap::new());
-        let b = normalise(&deployment(UID_B, 1, 2, 1), &BTreeMap::new());
+        let a = normalise(&deployment(UID_A, 3, 2, 2), &BTreeMap::new(), "ns");
+        let b = normalise(&deployment(UID_B, 1, 2, 1), &BTreeMap::new(), "ns");
         assert_eq!(
             differences(&a, &b),
             [
@@ -394,10 +400,10 @@ mod tests {
     #[test]
     fn a_second_child_of_one_owner_is_a_duplicate() {
         let none = BTreeMap::new();
-        let web = normalise(&deployment(UID_A, 3, 1, 1), &none);
+        let web = normalise(&deployment(UID_A, 3, 1, 1), &none, "ns");
         let reference = EndState::from([("apps/v1/deployments/web".to_string(), Some(web))]);
         let mut found = reference.clone();
-        let mut twin = normalise(&deployment(UID_B, 3, 1, 1), &none);
+        let mut twin = normalise(&deployment(UID_B, 3, 1, 1), &none, "ns");
         twin["metadata"]["name"] = json!("web-2");
         found.insert("apps/v1/deployments/web-2".into(), Some(twin));
         let problems = state_problems(&reference, &found);

@@ -142,6 +142,10 @@ impl Gate {
         self.lock().held = true;
     }
 
+    pub(crate) fn is_held(&self) -> bool {
+        self.lock().held
+    }
+
     /// Delivers what was held, late.
     pub(crate) fn release(&self) {
         let wakers = {

@@ -234,9 +234,14 @@ fn schema_of(crd: &CustomResourceDefinition, version: &str) -> Result<Value, Str
     serde_json::to_value(schema).map_err(|e| e.to_string())
 }
 
+/// How deep under `spec` fields are moved: the kind's own fields and theirs. Deeper lie the
+/// Kubernetes types a kind embeds (a Job template's Pod spec), whose rules are the API server's and
+/// the other controllers', not the operator's, and which would multiply the steps.
+const MOVED_DEPTH: usize = 2;
+
 /// The moves of each field under `schema` (an object's), from the values of `current`: other
-/// valid values of the leaves, and the optional fields present to remove. Arrays and maps are
-/// left alone.
+/// valid values of the leaves, and the optional fields present to remove, down to
+/// [`MOVED_DEPTH`] levels under `spec`. Arrays and maps are left alone.
 fn field_moves(
     schema: &Value,
     current: &Value,
@@ -252,6 +257,10 @@ fn field_moves(
         .and_then(Value::as_array)
         .map(|r| r.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
+    let depth = pointer.matches('/').count();
+    if depth > MOVED_DEPTH {
+        return;
+    }
     for (field, field_schema) in properties {
         let pointer = format!("{pointer}/{field}");
         let value = current.get(field);
@@ -379,10 +388,7 @@ pub(crate) async fn perform(
         }
         Op::DeleteChildren => {
             for child in children {
-                let request = http::Request::delete(child.as_str())
-                    .body(Vec::new())
-                    .expect("a request");
-                match client.request_text(request).await {
+                match client.request_text(delete_in_background(child)).await {
                     Ok(_) => {}
                     Err(kube::Error::Api(status)) if status.code == 404 => {}
                     Err(e) => return Err(fail(child, e)),
@@ -399,6 +405,16 @@ async fn create(api: &Api<DynamicObject>, step: &Step) -> kube::Result<()> {
         serde_json::from_value(step.manifest.clone()).map_err(kube::Error::SerdeError)?;
     object.metadata.namespace = None;
     api.create(&PostParams::default(), &object).await.map(drop)
+}
+
+/// A delete of the object at `path` whose dependents go after it, as `kubectl delete` does (a Job
+/// left to its default would wait, with the `orphan` finalizer, for a garbage collector).
+pub(crate) fn delete_in_background(path: &str) -> http::Request<Vec<u8>> {
+    let options = json!({ "propagationPolicy": "Background" });
+    http::Request::delete(path)
+        .header("Content-Type", "application/json")
+        .body(serde_json::to_vec(&options).expect("JSON"))
+        .expect("a request")
 }
 
 /// A JSON merge patch that sets `value` at `pointer` (`null` removes it).
@@ -484,11 +500,16 @@ mod tests {
             "properties": {
                 "size": { "type": "integer", "minimum": 1, "maximum": 3 },
                 "suspend": { "type": "boolean" },
-                "limits": { "type": "object", "properties": { "max": { "type": "integer", "maximum": 5 } } },
+                "limits": { "type": "object", "properties": {
+                    "max": { "type": "integer", "maximum": 5 },
+                    "pod": { "type": "object", "properties": { "deep": { "type": "boolean" } } },
+                } },
                 "tags": { "type": "array", "items": { "type": "string" } },
             },
         });
-        let current = json!({ "size": 2, "suspend": false, "limits": { "max": 5 }, "tags": ["a"] });
+        let current = json!({
+            "size": 2, "suspend": false, "limits": { "max": 5, "pod": { "deep": true } }, "tags": ["a"],
+        });
         let (mut moves, mut removals) = (Vec::new(), Vec::new());
         field_moves(&schema, &current, "/spec", &mut moves, &mut removals);
         let pointers: Vec<_> = moves.iter().map(|(p, v)| format!("{p}={v}")).collect();
@@ -496,8 +517,10 @@ mod tests {
             pointers,
             ["/spec/size=3", "/spec/size=1", "/spec/suspend=true"].map(String::from)
         );
+        // `limits.pod.deep` lies deeper than fields are moved; `limits.pod` itself may go.
         let removed = [
             "/spec/limits/max",
+            "/spec/limits/pod",
             "/spec/limits",
             "/spec/suspend",
             "/spec/tags",
