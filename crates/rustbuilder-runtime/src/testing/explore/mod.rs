@@ -66,7 +66,7 @@ use tokio::task::JoinHandle;
 use crate::manager::Manager;
 use crate::manager::leader::Timing;
 pub use tap::Write;
-use tap::{Faults, Gate, LeaseStall, Life, Recorder};
+use tap::{Faults, Gate, LeaseStall, Life, Recorder, Seen};
 pub use workload::{Op, Step, Workload};
 
 /// The controllers under test, started on a manager: `|manager| my_controller::run(manager)`.
@@ -760,6 +760,8 @@ struct Incarnation {
     task: JoinHandle<()>,
     life: Arc<Life>,
     faults: Arc<Faults>,
+    /// What its caches have been handed.
+    seen: Arc<Seen>,
 }
 
 /// The state of one run.
@@ -849,12 +851,14 @@ impl<'a> Run<'a> {
         faults.gates = self.gates.clone();
         let faults = Arc::new(faults);
         let life = Arc::new(Life::default());
+        let seen = Arc::new(Seen::default());
         let client = tap::tapped(
             self.explorer.client.clone(),
             id,
             faults.clone(),
             self.recorder.clone(),
             life.clone(),
+            seen.clone(),
         );
         let name = &self.explorer.manager_name;
         let manager = if self.leader_mode() {
@@ -877,6 +881,7 @@ impl<'a> Run<'a> {
             task,
             life,
             faults,
+            seen,
         });
         Ok(())
     }
@@ -1233,7 +1238,14 @@ impl<'a> Run<'a> {
                         && metric(&i.manager, "workqueue_depth") == 0
                         && metric(&i.manager, "controller_runtime_active_workers") == 0
                 });
-            if idle && changed.elapsed() >= settings.quiet {
+            let quiet = idle && changed.elapsed() >= settings.quiet;
+            if quiet && !self.caches_agree().await? {
+                // An event is on its way: what it makes the controller do counts from when it
+                // arrives, so the quiet time starts again.
+                changed = Instant::now();
+                continue;
+            }
+            if quiet {
                 if failing {
                     let when = match self.step {
                         usize::MAX => "a fresh manager on the end state".to_string(),
@@ -1269,6 +1281,49 @@ impl<'a> Run<'a> {
 
     fn all(&self) -> impl Iterator<Item = &Incarnation> {
         self.live.iter().chain(&self.stopped)
+    }
+
+    /// Whether every leading process's caches of the gated resources hold what the API server
+    /// holds (no event on its way; a held watch excepted).
+    async fn caches_agree(&self) -> Result<bool, String> {
+        let held: Vec<&str> = self
+            .gates
+            .iter()
+            .filter(|(_, gate)| gate.is_held())
+            .map(|(resource, _)| resource.as_str())
+            .collect();
+        for incarnation in self.live.iter().filter(|i| i.manager.is_leading()) {
+            for (url, seen) in incarnation.seen.lists() {
+                let resource = tap::parse_path(url.split('?').next().unwrap_or_default());
+                if resource.is_some_and(|r| held.contains(&r.resource.as_str())) {
+                    continue;
+                }
+                let request = http::Request::get(url.as_str())
+                    .body(Vec::new())
+                    .expect("a request");
+                let list: Value = self
+                    .explorer
+                    .client
+                    .request(request)
+                    .await
+                    .map_err(|e| format!("cannot list {url}: {e}"))?;
+                let items = list
+                    .get("items")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                let current: Vec<(String, u64)> =
+                    items.iter().filter_map(tap::name_and_version).collect();
+                let agrees = current.len() == seen.len()
+                    && current
+                        .iter()
+                        .all(|(name, version)| seen.get(name).is_some_and(|v| v >= version));
+                if !agrees {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
     }
 
     /// Reconciles of the live processes that succeeded, and that failed.

@@ -6,7 +6,7 @@
 //! one kind's watch, slows one kind's lists, and answers a leader's Lease renewal late and then
 //! never again.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -241,6 +241,94 @@ impl Life {
     }
 }
 
+/// What an incarnation's watches and lists of the gated resources have handed on: each object's
+/// resourceVersion, by the list the cache keeps (collection path and selectors). The explorer
+/// takes a run as settled only once this agrees with the API server: no event on its way.
+#[derive(Default)]
+pub(crate) struct Seen {
+    lists: Mutex<HashMap<String, HashMap<String, u64>>>,
+}
+
+impl Seen {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, HashMap<String, u64>>> {
+        self.lists.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A list's answer: its items replace what was seen, or join it for a further page.
+    fn listed(&self, key: &str, body: &[u8], further_page: bool) {
+        let Ok(list) = serde_json::from_slice::<serde_json::Value>(body) else {
+            return;
+        };
+        let items = list
+            .get("items")
+            .and_then(|i| i.as_array())
+            .cloned()
+            .unwrap_or_default();
+        let mut lists = self.lock();
+        let seen = lists.entry(key.to_string()).or_default();
+        if !further_page {
+            seen.clear();
+        }
+        for item in &items {
+            if let Some((name, version)) = name_and_version(item) {
+                seen.insert(name, version);
+            }
+        }
+    }
+
+    /// Watch event lines handed on.
+    fn watched(&self, key: &str, lines: &[u8]) {
+        let mut lists = self.lock();
+        let seen = lists.entry(key.to_string()).or_default();
+        for line in lines.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            let Ok(event) = serde_json::from_slice::<serde_json::Value>(line) else {
+                continue;
+            };
+            let object = event.get("object").cloned().unwrap_or_default();
+            let Some((name, version)) = name_and_version(&object) else {
+                continue;
+            };
+            match event.get("type").and_then(|t| t.as_str()) {
+                Some("ADDED" | "MODIFIED") => {
+                    seen.insert(name, version);
+                }
+                Some("DELETED") => {
+                    seen.remove(&name);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The lists seen, by the URL that lists the same objects.
+    pub(crate) fn lists(&self) -> Vec<(String, HashMap<String, u64>)> {
+        self.lock()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+}
+
+/// An object's name and resourceVersion, as a number (etcd's revision).
+pub(crate) fn name_and_version(object: &serde_json::Value) -> Option<(String, u64)> {
+    let metadata = object.get("metadata")?;
+    let name = metadata.get("name")?.as_str()?.to_string();
+    let version = metadata.get("resourceVersion")?.as_str()?.parse().ok()?;
+    Some((name, version))
+}
+
+/// The URL listing what a list or watch request at `uri` covers: its path and its selectors.
+fn list_key(uri: &http::Uri) -> String {
+    let mut selectors: Vec<&str> = uri
+        .query()
+        .unwrap_or_default()
+        .split('&')
+        .filter(|pair| pair.starts_with("labelSelector=") || pair.starts_with("fieldSelector="))
+        .collect();
+    selectors.sort();
+    format!("{}?{}", uri.path(), selectors.join("&"))
+}
+
 /// The parts of a request the explorer looks at.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Target {
@@ -317,6 +405,7 @@ pub(crate) fn tapped(
     faults: Arc<Faults>,
     recorder: Arc<Recorder>,
     life: Arc<Life>,
+    seen: Arc<Seen>,
 ) -> Client {
     let default_namespace = client.default_namespace().to_string();
     let writes = Arc::new(AtomicUsize::new(0));
@@ -328,7 +417,7 @@ pub(crate) fn tapped(
             recorder.clone(),
             life.clone(),
         );
-        let (writes, listed) = (writes.clone(), listed.clone());
+        let (writes, listed, seen) = (writes.clone(), listed.clone(), seen.clone());
         async move {
             if life.is_dead() {
                 return Err(crashed());
@@ -344,6 +433,10 @@ pub(crate) fn tapped(
                 .as_ref()
                 .map(|t| t.resource.clone())
                 .unwrap_or_default();
+            let uri = request.uri().clone();
+            let further_page = query
+                .as_deref()
+                .is_some_and(|q| q.split('&').any(|p| p.starts_with("continue=")));
 
             if list
                 && let Some((stale, revision)) = &faults.stale
@@ -385,11 +478,19 @@ pub(crate) fn tapped(
                 return Err(crashed());
             }
             let Some(target) = state_write else {
+                let gated = faults.gates.iter().find(|(r, _)| *r == resource);
                 let gate = watch
-                    .then(|| faults.gates.iter().find(|(r, _)| *r == resource))
+                    .then_some(gated)
                     .flatten()
                     .map(|(_, gate)| gate.clone());
-                return answer.map(|r| r.map(|body| TapBody::new(body, gate, life.clone())));
+                // The lists and watches of a gated resource tell what the caches have seen.
+                let seeing = (gated.is_some() && (list || watch)).then(|| Seeing {
+                    seen: seen.clone(),
+                    key: list_key(&uri),
+                    list: list.then(|| (Vec::new(), further_page)),
+                });
+                return answer
+                    .map(|r| r.map(|body| TapBody::new(body, gate, life.clone()).seeing(seeing)));
             };
 
             // A write: read its answer whole, to learn what it made (a POST names its object in
@@ -491,9 +592,30 @@ pub(crate) struct TapBody {
     held: Vec<u8>,
     inner_done: bool,
     ended: bool,
+    seeing: Option<Seeing>,
+}
+
+/// Where a body tells what it hands on: a list's items once it has ended (with the bytes so far,
+/// and whether it is a further page), a watch's events as they go.
+struct Seeing {
+    seen: Arc<Seen>,
+    key: String,
+    list: Option<(Vec<u8>, bool)>,
 }
 
 impl TapBody {
+    fn seeing(mut self, seeing: Option<Seeing>) -> Self {
+        self.seeing = seeing;
+        self
+    }
+
+    /// Watch event lines handed on.
+    fn handed_on(&self, lines: &[u8]) {
+        if let Some(seeing) = &self.seeing {
+            seeing.seen.watched(&seeing.key, lines);
+        }
+    }
+
     fn new(inner: Body, gate: Option<Arc<Gate>>, life: Arc<Life>) -> Self {
         let expiries = gate.as_ref().map_or(0, |g| g.mode().1);
         TapBody {
@@ -505,6 +627,7 @@ impl TapBody {
             held: Vec::new(),
             inner_done: false,
             ended: false,
+            seeing: None,
         }
     }
 }
@@ -526,9 +649,24 @@ impl HttpBody for TapBody {
                 return Poll::Ready(None);
             }
             let Some(gate) = this.gate.clone() else {
-                return Pin::new(&mut this.inner)
-                    .poll_frame(cx)
-                    .map_err(|e| Box::new(e) as BoxError);
+                let polled = Pin::new(&mut this.inner).poll_frame(cx);
+                if let Some(Seeing {
+                    seen,
+                    key,
+                    list: Some((bytes, further_page)),
+                }) = &mut this.seeing
+                {
+                    match &polled {
+                        Poll::Ready(Some(Ok(frame))) => {
+                            if let Some(data) = frame.data_ref() {
+                                bytes.extend_from_slice(data);
+                            }
+                        }
+                        Poll::Ready(None) => seen.listed(key, bytes, *further_page),
+                        _ => {}
+                    }
+                }
+                return polled.map_err(|e| Box::new(e) as BoxError);
             };
             let (mode, expiries) = gate.mode();
             if expiries > this.expiries {
@@ -538,6 +676,7 @@ impl HttpBody for TapBody {
             }
             if mode == GateMode::Open && !this.held.is_empty() {
                 let held = std::mem::take(&mut this.held);
+                this.handed_on(&held);
                 return Poll::Ready(Some(Ok(Frame::data(Bytes::from(held)))));
             }
             if this.inner_done {
@@ -563,6 +702,7 @@ impl HttpBody for TapBody {
                         this.held.extend_from_slice(&lines);
                         continue;
                     }
+                    this.handed_on(&lines);
                     return Poll::Ready(Some(Ok(Frame::data(Bytes::from(lines)))));
                 }
                 Poll::Ready(Some(Err(error))) => return Poll::Ready(Some(Err(Box::new(error)))),
@@ -620,6 +760,43 @@ mod tests {
         let jobs = parse_path("/apis/batch/v1/namespaces/a/jobs").unwrap();
         assert!(!is_state_write(&post, &events) && !is_state_write(&http::Method::PUT, &lease));
         assert!(is_state_write(&post, &jobs) && !is_state_write(&http::Method::GET, &jobs));
+    }
+
+    #[test]
+    fn what_lists_and_watches_hand_on_is_seen_by_name_and_version() {
+        let seen = Seen::default();
+        let key = "/api/v1/namespaces/a/configmaps?labelSelector=x";
+        let item = |name: &str, version: u64| serde_json::json!({ "metadata": { "name": name, "resourceVersion": version.to_string() } });
+        let list = serde_json::json!({ "items": [item("one", 5), item("two", 6)] });
+        seen.listed(key, &serde_json::to_vec(&list).unwrap(), false);
+        let event = |kind: &str, name: &str, version: u64| {
+            let mut line = serde_json::to_vec(
+                &serde_json::json!({ "type": kind, "object": item(name, version) }),
+            )
+            .unwrap();
+            line.push(b'\n');
+            line
+        };
+        let lines = [
+            event("MODIFIED", "one", 7),
+            event("DELETED", "two", 8),
+            event("ADDED", "three", 9),
+        ]
+        .concat();
+        seen.watched(key, &lines);
+        let lists = seen.lists();
+        assert_eq!(lists.len(), 1);
+        let (url, objects) = &lists[0];
+        assert_eq!(url, key);
+        assert_eq!(
+            objects,
+            &HashMap::from([("one".to_string(), 7), ("three".to_string(), 9)])
+        );
+        let uri: http::Uri =
+            "https://k/api/v1/namespaces/a/configmaps?watch=true&labelSelector=x&resourceVersion=3"
+                .parse()
+                .unwrap();
+        assert_eq!(list_key(&uri), key);
     }
 
     /// A body of the given chunks, as a watch's.
