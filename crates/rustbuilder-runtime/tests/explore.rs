@@ -114,6 +114,9 @@ enum Bug {
     /// Creates the Deployment with a POST when the cache shows none, and takes "already exists"
     /// as someone else's Deployment, for good.
     CreateOnLaggingCache,
+    /// Makes a record first and the Deployment after, and takes the record for proof that the
+    /// Deployment was made.
+    RecordBeforeWork,
 }
 
 struct Context {
@@ -183,6 +186,20 @@ async fn reconcile(object: Arc<Memcached>, ctx: Arc<Context>) -> Result<Action, 
         .is_some_and(|d| d.ends_with("someone else's"));
     if ctx.bug == Bug::CreateOnLaggingCache && given_up {
         return Ok(Action::await_change());
+    }
+    if ctx.bug == Bug::RecordBeforeWork {
+        let records: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
+        if records.get_opt(&record_name(object)).await?.is_some() {
+            return Ok(Action::await_change());
+        }
+        let record = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(record_name(object)),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        records.create(&PostParams::default(), &record).await?;
     }
     if ctx.bug == Bug::PanicOnRemovedField {
         let version = object.spec.version.as_ref().unwrap();
@@ -514,6 +531,11 @@ fn corpus() -> Vec<(Bug, Option<Perturbation>, &'static str)> {
             Bug::CreateOnLaggingCache,
             "delay:step=1:resource=deployments",
             "someone else's",
+        ),
+        (
+            Bug::RecordBeforeWork,
+            "crash:write=1",
+            "apps/v1/deployments/sample is missing",
         ),
     ];
     let perturbation =
