@@ -1073,12 +1073,13 @@ mod tests {
         names
     }
 
-    /// A reconcile woken by the end of a list (the cache turning complete) reads the children of
-    /// an owner at once: the owner index must hold that list by then. Many objects make the
-    /// window between the two long enough to see, on the multi-threaded runtime.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_cache_turns_complete_only_once_its_owner_index_holds_the_list() {
-        let (objects, writer) = Objects::new(Storage::Typed);
+    /// Watch events sent by a test.
+    type Events =
+        tokio::sync::mpsc::UnboundedSender<Result<watcher::Event<ConfigMap>, watcher::Error>>;
+
+    /// A cache of ConfigMaps filled from the events the test sends, and its `cache_incomplete` gauge.
+    fn filled_by_hand() -> (Cache<ConfigMap>, Events, Gauge) {
+        let (objects, writer) = Objects::<ConfigMap>::new(Storage::Typed);
         let shared = Arc::new(Shared::new(objects, None));
         let cache = Cache {
             shared: shared.clone(),
@@ -1086,11 +1087,20 @@ mod tests {
         let (send, receive) = tokio::sync::mpsc::unbounded_channel();
         let events = futures::stream::unfold(receive, |mut receive| async move {
             let event = receive.recv().await?;
-            Some((Ok(event), receive))
+            Some((event, receive))
         });
-        let synced = Synced::new(|| {});
         let gauge = Gauge::default();
+        let synced = Synced::new(|| {});
         tokio::spawn(fill(events, writer, shared, synced, None, gauge.clone()));
+        (cache, send, gauge)
+    }
+
+    /// A reconcile woken by the end of a list (the cache turning complete) reads the children of
+    /// an owner at once: the owner index must hold that list by then. Many objects make the
+    /// window between the two long enough to see, on the multi-threaded runtime.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cache_turns_complete_only_once_its_owner_index_holds_the_list() {
+        let (cache, send, gauge) = filled_by_hand();
         let mut owner = child("owner", None);
         owner.metadata.uid = Some("1".into());
 
@@ -1107,13 +1117,16 @@ mod tests {
             })
             .collect();
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        send.send(watcher::Event::Init).unwrap();
+        send.send(Ok(watcher::Event::Init)).unwrap();
         for n in 0..30_000 {
             let owner = if n == 0 { Some("1") } else { Some("2") };
-            send.send(watcher::Event::InitApply(child(&format!("c{n}"), owner)))
-                .unwrap();
+            send.send(Ok(watcher::Event::InitApply(child(
+                &format!("c{n}"),
+                owner,
+            ))))
+            .unwrap();
         }
-        send.send(watcher::Event::InitDone).unwrap();
+        send.send(Ok(watcher::Event::InitDone)).unwrap();
         for reader in readers {
             let seen = reader.await.unwrap();
             assert_eq!(
@@ -1132,19 +1145,7 @@ mod tests {
     /// not only once it begins (after the watcher's backoff).
     #[tokio::test]
     async fn a_cache_is_incomplete_from_a_410_to_the_end_of_the_relist() {
-        let (objects, writer) = Objects::<ConfigMap>::new(Storage::Typed);
-        let shared = Arc::new(Shared::new(objects, None));
-        let cache = Cache {
-            shared: shared.clone(),
-        };
-        let (send, receive) = tokio::sync::mpsc::unbounded_channel();
-        let events = futures::stream::unfold(receive, |mut receive| async move {
-            let event = receive.recv().await?;
-            Some((event, receive))
-        });
-        let gauge = Gauge::default();
-        let synced = Synced::new(|| {});
-        tokio::spawn(fill(events, writer, shared, synced, None, gauge.clone()));
+        let (cache, send, gauge) = filled_by_hand();
         let settle = || tokio::time::sleep(std::time::Duration::from_millis(20));
         for event in [watcher::Event::Init, watcher::Event::InitDone] {
             send.send(Ok(event)).unwrap();
