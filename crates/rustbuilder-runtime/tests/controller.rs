@@ -1305,33 +1305,12 @@ fn widget_queue_depth(manager: &Manager) -> Option<f64> {
 /// A manager started with `--sharding` (short Lease timings) on `env`'s API server, as a replica
 /// in a process of its own would be.
 async fn sharded_manager(env: &TestEnv) -> Manager {
-    let kubeconfig = env.kubeconfig().display().to_string();
-    let args = [
-        "manager",
-        "--kubeconfig",
-        &kubeconfig,
-        "--health-probe-bind-address=0",
-        "--metrics-bind-address=0",
-        "--sharding",
-        "--leader-election-namespace=default",
-    ];
-    #[derive(clap::Parser)]
-    struct Args {
-        #[command(flatten)]
-        manager: rustbuilder_runtime::manager::ManagerArgs,
-    }
-    let args = <Args as clap::Parser>::try_parse_from(args).unwrap();
     let timing = rustbuilder_runtime::manager::leader::Timing {
         lease_duration: Duration::from_secs(3),
         renew_deadline: Duration::from_secs(2),
         retry_period: Duration::from_millis(500),
     };
-    Manager::builder(MANAGER)
-        .external_tracing()
-        .lease_timing(timing)
-        .start(args.manager)
-        .await
-        .unwrap()
+    support::sharded_manager(env, MANAGER, None, timing).await
 }
 
 /// Sharded, the default owned cache of a replica holds the children of the objects in its part,

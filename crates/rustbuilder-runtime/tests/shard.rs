@@ -879,34 +879,6 @@ async fn a_member_whose_renewal_is_answered_late_stops_before_the_others_take_ov
     b.shard.stop().await;
 }
 
-/// A manager of the shard group `hang-test`, started with `--sharding` as a replica in a process of
-/// its own would be, as member `identity` with [`TIMING`].
-async fn sharded_manager(env: &TestEnv, identity: &str) -> Manager {
-    #[derive(clap::Parser)]
-    struct Args {
-        #[command(flatten)]
-        manager: rustbuilder_runtime::manager::ManagerArgs,
-    }
-    let kubeconfig = env.kubeconfig().display().to_string();
-    let args = [
-        "manager",
-        "--kubeconfig",
-        &kubeconfig,
-        "--health-probe-bind-address=0",
-        "--metrics-bind-address=0",
-        "--sharding",
-        "--leader-election-namespace=default",
-    ];
-    let args = <Args as clap::Parser>::try_parse_from(args).unwrap();
-    Manager::builder("hang-test")
-        .external_tracing()
-        .identity(identity)
-        .lease_timing(TIMING)
-        .start(args.manager)
-        .await
-        .unwrap()
-}
-
 /// Sets its flag when dropped: the reconcile that holds it was cancelled (it never returns).
 struct Cancelled(Arc<std::sync::atomic::AtomicBool>);
 
@@ -955,7 +927,7 @@ async fn a_hanging_reconcile_does_not_keep_a_range_from_a_member_that_joins() {
     let reconciled = Arc::new(Mutex::new(Vec::<(String, String)>::new()));
     let cancelled = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let replica = async |identity: &str| {
-        let manager = sharded_manager(&env, identity).await;
+        let manager = support::sharded_manager(&env, "hang-test", Some(identity), TIMING).await;
         let (reconciled, cancelled) = (reconciled.clone(), cancelled.clone());
         let (member, stuck) = (identity.to_string(), stuck.clone());
         let reconcile = move |object: Arc<ConfigMap>, _: Arc<()>| {

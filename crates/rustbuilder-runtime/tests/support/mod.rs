@@ -595,3 +595,36 @@ pub async fn requests(client: &kube::Client, verb: &str, resource: &str) -> u64 
         })
         .sum()
 }
+
+/// A manager named `name` started with `--sharding` on `env`'s API server, as a replica in a process
+/// of its own would be, with `timing`, as member `identity` when one is given.
+pub async fn sharded_manager(
+    env: &TestEnv,
+    name: &str,
+    identity: Option<&str>,
+    timing: rustbuilder_runtime::manager::leader::Timing,
+) -> rustbuilder_runtime::Manager {
+    #[derive(clap::Parser)]
+    struct Args {
+        #[command(flatten)]
+        manager: rustbuilder_runtime::manager::ManagerArgs,
+    }
+    let kubeconfig = env.kubeconfig().display().to_string();
+    let args = [
+        "manager",
+        "--kubeconfig",
+        &kubeconfig,
+        "--health-probe-bind-address=0",
+        "--metrics-bind-address=0",
+        "--sharding",
+        "--leader-election-namespace=default",
+    ];
+    let args = <Args as clap::Parser>::try_parse_from(args).unwrap();
+    let mut builder = rustbuilder_runtime::Manager::builder(name)
+        .external_tracing()
+        .lease_timing(timing);
+    if let Some(identity) = identity {
+        builder = builder.identity(identity);
+    }
+    builder.start(args.manager).await.unwrap()
+}
