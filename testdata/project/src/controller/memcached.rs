@@ -110,8 +110,13 @@ pub async fn reconcile(object: Arc<Memcached>, ctx: Arc<Context>) -> Result<Acti
         let degraded = conditions::new(DEGRADED, true, "DeploymentNotOwned", &message, generation);
         conditions::set(&mut status.conditions, degraded);
         apply::status(&objects, object, &status, MANAGER_NAME).await?;
-        // That Deployment is outside our watch (no label of ours): look again in a minute.
+        // A Deployment with no owner wakes no one when it goes: look again in a minute.
         return Ok(Action::requeue(Duration::from_secs(60)));
+    }
+    // The Deployment in the way is gone: withdraw the `Degraded` that named it now; the next
+    // rollout report sets all three conditions again.
+    if let Some(status) = not_owned_withdrawn(object) {
+        apply::status(&objects, object, &status, MANAGER_NAME).await?;
     }
 
     // No write when nothing differs; any field someone else changed is taken back. A new size
@@ -289,6 +294,18 @@ pub fn desired_status(object: &Memcached, deployment: &Deployment) -> MemcachedS
         ready_replicas: Some(rollout.ready_replicas),
         selector: Some(selector.collect::<Vec<_>>().join(",")),
     }
+}
+
+/// The status without `Degraded=DeploymentNotOwned`, when it reports that; `None` otherwise.
+fn not_owned_withdrawn(object: &Memcached) -> Option<MemcachedStatus> {
+    let mut status = object.status.clone()?;
+    let not_owned = |c: &Condition| c.type_ == DEGRADED && c.reason == "DeploymentNotOwned";
+    if !status.conditions.iter().any(not_owned) {
+        return None;
+    }
+    status.conditions = own_conditions(object);
+    status.conditions.retain(|c| !not_owned(c));
+    Some(status)
 }
 
 /// Our conditions as currently reported, without any other writer's condition types.

@@ -451,6 +451,29 @@ async fn a_deployment_it_does_not_control_is_not_adopted() {
         "the Deployment was adopted"
     );
 
+    // Once its owner deletes it, the Memcached gets a Deployment of its own and withdraws its
+    // Degraded at once (no Deployment controller runs here to report a rollout). The change of an
+    // annotation wakes it before the minute is up.
+    deployments
+        .delete("taken", &DeleteParams::default())
+        .await
+        .unwrap();
+    let touch = json!({ "metadata": { "annotations": { "example.com/touched": "yes" } } });
+    api.patch("taken", &PatchParams::default(), &Patch::Merge(&touch))
+        .await
+        .unwrap();
+    eventually("Degraded withdrawn", async || {
+        let object = api.get("taken").await.unwrap();
+        condition(&object, "Degraded").is_none().then_some(())
+    })
+    .await;
+    let ours = deployments.get("taken").await.unwrap();
+    assert!(
+        ours.owner_references()
+            .iter()
+            .any(|o| o.controller == Some(true))
+    );
+
     manager.shutdown();
     controller.await.unwrap();
 }

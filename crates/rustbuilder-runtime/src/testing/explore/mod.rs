@@ -55,6 +55,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use futures::StreamExt;
 use futures::future::BoxFuture;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Namespace;
@@ -352,6 +353,8 @@ pub struct Settings {
     pub renewal_answer_delay: Duration,
     /// How late a slowed list is answered.
     pub slow_list: Duration,
+    /// How many perturbed runs go side by side (each in a namespace of its own).
+    pub parallel: usize,
 }
 
 impl Default for Settings {
@@ -366,6 +369,7 @@ impl Default for Settings {
             },
             renewal_answer_delay: Duration::from_millis(2000),
             slow_list: Duration::from_secs(2),
+            parallel: 4,
         }
     }
 }
@@ -529,20 +533,25 @@ impl Explorer {
             reference.took.as_secs_f64(),
             plan.len()
         );
-        let mut runs = Vec::new();
-        for (index, perturbation) in plan.iter().enumerate() {
-            let outcome = self
-                .run(index + 1, Some(perturbation), Some(&reference))
-                .await;
-            eprintln!(
-                "explore: {}/{} {perturbation}: {} ({:.1} s)",
-                index + 1,
-                plan.len(),
-                verdict(&outcome),
-                outcome.took.as_secs_f64()
-            );
-            runs.push(outcome);
-        }
+        // Each run has a namespace and managers of its own: runs side by side cannot see each
+        // other, and a plan takes about as long as its longest runs.
+        let (this, reference_run, total) = (&self, &reference, plan.len());
+        let runs: Vec<Outcome> = futures::stream::iter(plan.iter().enumerate())
+            .map(|(index, perturbation)| async move {
+                let outcome = this
+                    .run(index + 1, Some(perturbation), Some(reference_run))
+                    .await;
+                eprintln!(
+                    "explore: {}/{total} {perturbation}: {} ({:.1} s)",
+                    index + 1,
+                    verdict(&outcome),
+                    outcome.took.as_secs_f64()
+                );
+                outcome
+            })
+            .buffered(self.settings.parallel.max(1))
+            .collect()
+            .await;
         Report {
             seed: self.seed,
             steps: self

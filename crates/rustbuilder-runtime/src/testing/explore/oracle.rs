@@ -90,9 +90,13 @@ fn blank_times_and_uids(value: &mut Value, uids: &BTreeMap<String, String>, name
                 }
             }
         }
-        Value::Object(map) => map
-            .values_mut()
-            .for_each(|v| blank_times_and_uids(v, uids, namespace)),
+        Value::Object(map) => {
+            // A field set to null is a field absent to the API (a status withdrawn whole reads
+            // `null`, one never written is not there).
+            map.retain(|_, v| !v.is_null());
+            map.values_mut()
+                .for_each(|v| blank_times_and_uids(v, uids, namespace))
+        }
         Value::Array(items) => items
             .iter_mut()
             .for_each(|v| blank_times_and_uids(v, uids, namespace)),
@@ -331,6 +335,21 @@ mod tests {
             a.pointer("/status/observedGeneration"),
             Some(&json!("current"))
         );
+    }
+
+    #[test]
+    fn a_field_set_to_null_reads_as_absent_and_an_empty_one_does_not() {
+        let mut withdrawn = deployment(UID_A, 3, 1, 1);
+        withdrawn["status"] = Value::Null;
+        let mut never_written = deployment(UID_A, 3, 1, 1);
+        never_written.as_object_mut().unwrap().remove("status");
+        let [withdrawn, never_written] =
+            [withdrawn, never_written].map(|o| normalise(&o, &BTreeMap::new(), "ns"));
+        assert!(differences(&withdrawn, &never_written).is_empty());
+        let mut emptied = deployment(UID_A, 3, 1, 1);
+        emptied["status"] = json!({});
+        let emptied = normalise(&emptied, &BTreeMap::new(), "ns");
+        assert_eq!(differences(&emptied, &never_written).len(), 1);
     }
 
     #[test]
