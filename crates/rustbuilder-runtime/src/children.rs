@@ -1,5 +1,6 @@
 //! Deleting what a controller made and no longer wants: finished Jobs beyond a history limit, the
-//! Pods of a scaled-down set, the objects of a feature turned off.
+//! Pods of a scaled-down set, the objects of a feature turned off. And reading an owner's children
+//! from the API server itself, for the decision a lagging cache must not make.
 //!
 //! [`delete`] takes objects as a [`Cache`](crate::cache::Cache) holds them (e.g. from
 //! [`Cache::children_of`](crate::cache::Cache::children_of)) and deletes each with a
@@ -26,7 +27,7 @@
 use std::sync::Arc;
 
 use k8s_openapi::NamespaceResourceScope;
-use kube::api::{Api, DeleteParams, Preconditions, PropagationPolicy};
+use kube::api::{Api, DeleteParams, ListParams, Preconditions, PropagationPolicy};
 use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tracing::debug;
@@ -68,4 +69,42 @@ where
         }
     }
     Ok(deleted)
+}
+
+/// The objects of kind `K` that `owner` controls, as the API server holds them now: a consistent
+/// LIST of `K` in the owner's namespace, not the cache.
+///
+/// A cache can be a moment behind (a Job created by the last reconcile whose event has not
+/// arrived, a standby that has just taken over with a watch that lags). Most decisions can take
+/// that, since the next event corrects them; one that cannot be undone cannot: "no Job runs, so
+/// start one" under a `Forbid` policy starts a second Job. Read those children here, just before
+/// deciding, and the cache everywhere else: the LIST costs the API server the whole namespace's
+/// objects of kind `K`.
+pub async fn list_now<K, O>(client: &Client, owner: &O) -> Result<Vec<Arc<K>>, kube::Error>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + DeserializeOwned,
+    O: Resource,
+{
+    let Some(uid) = owner.meta().uid.as_deref() else {
+        return Ok(Vec::new());
+    };
+    let namespace = owner.meta().namespace.as_deref().unwrap_or_default();
+    let api = Api::<K>::namespaced(client.clone(), namespace);
+    // No `resourceVersion`: a quorum read, at least as new as every write acknowledged before it.
+    let listed = api.list(&ListParams::default()).await?;
+    let controlled = |object: &K| {
+        let owners = object.meta().owner_references.iter().flatten();
+        owners
+            .filter(|o| o.controller == Some(true))
+            .any(|o| o.uid == uid)
+    };
+    Ok(listed
+        .items
+        .into_iter()
+        .filter(controlled)
+        .map(Arc::new)
+        .collect())
 }

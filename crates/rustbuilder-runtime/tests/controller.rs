@@ -1000,6 +1000,40 @@ async fn owned_caches_find_children_made_by_hand() {
     running.await.unwrap();
 }
 
+/// `children::list_now` reads an owner's children from the API server: one created a moment ago
+/// is there before any cache could have seen it, and only the owner's controlled children are.
+#[tokio::test]
+async fn children_read_now_are_the_api_servers_controlled_ones() {
+    let env = take_turn(shared_env).await;
+    let ns = env.namespace();
+    let client = env.client();
+    let widgets: Api<Widget> = Api::namespaced(client.clone(), ns);
+    let pp = PostParams::default();
+    let w = widgets.create(&pp, &widget("w", 1, 0)).await.unwrap();
+    let other = widgets.create(&pp, &widget("other", 1, 0)).await.unwrap();
+    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    api.create(&pp, &deployment_by_hand("child", &w))
+        .await
+        .unwrap();
+    api.create(&pp, &deployment_by_hand("others", &other))
+        .await
+        .unwrap();
+    let mut not_controlled = deployment_by_hand("referring", &w);
+    for owner in not_controlled
+        .metadata
+        .owner_references
+        .iter_mut()
+        .flatten()
+    {
+        owner.controller = None;
+    }
+    api.create(&pp, &not_controlled).await.unwrap();
+
+    let children: Vec<Arc<Deployment>> = children::list_now(&client, &w).await.unwrap();
+    let names: Vec<String> = children.iter().map(|d| d.name_any()).collect();
+    assert_eq!(names, ["child"]);
+}
+
 /// The labelled cache's trade-off: the API server sends only the objects with the manager's label,
 /// so a child made by hand without it is not among its owner's children and its changes reconcile
 /// nothing; only `find` sees it, with a GET.

@@ -40,8 +40,56 @@ spec:
 /// The finalizer of the copy that keeps a record outside the cluster's garbage collection.
 const RECORD_FINALIZER: &str = "explore.example.com/record";
 
+#[path = "explore/certificate.rs"]
+mod certificate;
+#[path = "explore/cron_job.rs"]
+mod cron_job;
+
 fn shared_env() -> TestEnvBuilder {
-    TestEnv::builder().crd(Memcached::crd())
+    TestEnv::builder()
+        .crd(Memcached::crd())
+        .crd(cron_job::crd())
+        .crds(certificate::crds())
+}
+
+/// One explorer of the corpus: a copy, with a seeded bug or none, and what its report must say.
+struct Case {
+    name: String,
+    /// What the report names; `None` for a copy without a bug, whose report must be clean.
+    expected: Option<&'static str>,
+    explorer: Explorer,
+}
+
+impl Case {
+    fn unseeded(name: &str, explorer: Explorer) -> Case {
+        Case {
+            name: name.to_string(),
+            expected: None,
+            explorer,
+        }
+    }
+
+    fn seeded(name: String, expected: &'static str, explorer: Explorer) -> Case {
+        Case {
+            name,
+            expected: Some(expected),
+            explorer,
+        }
+    }
+}
+
+/// The corpus's timings: a step that has not settled in 10 s is a hot loop.
+fn settings() -> Settings {
+    Settings {
+        settle_timeout: Duration::from_secs(10),
+        ..Settings::default()
+    }
+}
+
+/// A plan of exactly these perturbations (`EXPLORE_REPLAY`'s text); none: the reference run only.
+fn replay(perturbations: &[&str]) -> Plan {
+    let parsed = perturbations.iter().filter(|p| !p.is_empty());
+    Plan::Only(parsed.map(|p| p.parse().expect("a perturbation")).collect())
 }
 
 /// The golden Memcached's API, with an optional field (the image's version) to remove.
@@ -481,15 +529,11 @@ fn explorer(client: kube::Client, bug: Bug, plan: Plan) -> Explorer {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
         .try_init();
-    let settings = Settings {
-        settle_timeout: Duration::from_secs(10),
-        ..Settings::default()
-    };
     Explorer::new(client, MANAGER)
         .controller(move |manager| run(manager, bug))
         .sample::<Memcached>(SAMPLE)
         .plan(plan)
-        .settings(settings)
+        .settings(settings())
         .replay_command("cargo test -p rustbuilder-runtime --test explore")
 }
 
@@ -546,48 +590,58 @@ fn corpus() -> Vec<(Bug, Option<Perturbation>, &'static str)> {
         .collect()
 }
 
-/// The copy with each bug, under the perturbation that catches it: caught, with the problem named;
-/// the copy without a bug, under all those perturbations: no alarm. (The unseeded run replays
-/// `lease-stall:step=2`, which found the leader that wrote after its Lease had passed to another.)
-#[tokio::test]
-async fn every_seeded_bug_is_caught_and_the_unseeded_copy_raises_no_alarm() {
-    let env = take_turn(shared_env).await;
-    let perturbations: Vec<Perturbation> = corpus().into_iter().filter_map(|(_, p, _)| p).collect();
-    // The unseeded copy under every perturbation at once (the explorer runs them side by side).
-    let unseeded = [(Bug::None, Plan::Only(perturbations), "")];
-    let seeded = corpus().into_iter().map(|(bug, perturbation, expected)| {
-        (
-            bug,
-            Plan::Only(perturbation.into_iter().collect()),
+/// The Memcached copy's corpus: the copy without a bug under every perturbation below, and each
+/// seeded copy under its own. (The unseeded copy's `lease-stall:step=2` found the leader that wrote
+/// after its Lease had passed to another.)
+fn memcached_cases(client: &kube::Client) -> Vec<Case> {
+    let corpus = corpus();
+    let all: Vec<Perturbation> = corpus.iter().filter_map(|(_, p, _)| p.clone()).collect();
+    let mut cases = vec![Case::unseeded(
+        "Memcached",
+        explorer(client.clone(), Bug::None, Plan::Only(all)),
+    )];
+    for (bug, perturbation, expected) in corpus {
+        let plan = Plan::Only(perturbation.into_iter().collect());
+        let explorer = explorer(client.clone(), bug, plan);
+        cases.push(Case::seeded(
+            format!("Memcached {bug:?}"),
             expected,
-        )
-    });
-    let cases = unseeded
+            explorer,
+        ));
+    }
+    cases
+}
+
+/// Each copy with each of its bugs, under the perturbation that catches it: caught, with the
+/// problem named; each copy without a bug, under all its copy's perturbations: no alarm.
+#[tokio::test]
+async fn every_seeded_bug_is_caught_and_the_unseeded_copies_raise_no_alarm() {
+    let env = take_turn(shared_env).await;
+    let client = env.client();
+    let cases = memcached_cases(&client)
         .into_iter()
-        .chain(seeded)
-        .map(|(bug, plan, expected)| {
-            let explorer = explorer(env.client(), bug, plan);
-            async move { (bug, expected, explorer.explore().await) }
-        });
+        .chain(cron_job::cases(&client))
+        .chain(certificate::cases(&client));
     let reports: Vec<_> = futures::stream::iter(cases)
+        .map(|case| async move { (case.name, case.expected, case.explorer.explore().await) })
         .buffer_unordered(6)
         .collect()
         .await;
     let mut wrong = Vec::new();
-    for (bug, expected, report) in reports {
+    let seeded = reports.iter().filter(|(_, e, _)| e.is_some()).count();
+    for (name, expected, report) in reports {
         let text = report.to_string();
-        match bug {
-            Bug::None if !report.is_ok() => {
-                wrong.push(format!("a false alarm on the unseeded copy:\n{text}"))
-            }
-            Bug::None => {}
-            _ if report.is_ok() || !text.contains(expected) => wrong.push(format!(
-                "{bug:?} not caught (expected `{expected}`):\n{text}"
+        match expected {
+            None if !report.is_ok() => wrong.push(format!("a false alarm on {name}:\n{text}")),
+            None => {}
+            Some(expected) if report.is_ok() || !text.contains(expected) => wrong.push(format!(
+                "{name} not caught (expected `{expected}`):\n{text}"
             )),
-            _ => {}
+            Some(_) => {}
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    assert!(seeded >= 15, "a corpus of {seeded} seeded bugs");
 }
 
 /// The whole plan on the unseeded copy (minutes): `cargo test --test explore -- --ignored`.
