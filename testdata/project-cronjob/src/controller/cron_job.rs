@@ -156,7 +156,14 @@ pub async fn reconcile(cron_job: Arc<CronJob>, ctx: Arc<Context>) -> Result<Acti
     };
 
     // 4. A run is due (`runs` left out those later than the starting deadline): held back by a
-    // running Job, or started.
+    // running Job, or started. The cache can lag (a Job created a moment ago, a standby that has
+    // just taken over), and what is decided here cannot be undone: a second Job started under
+    // Forbid, a running one left under Replace. So the Jobs are read from the API server now.
+    let jobs = Jobs::sort(children::list_now(&ctx.client, cron_job).await?);
+    if jobs.last_scheduled >= Some(due) {
+        // Started by an earlier reconcile the cache had not seen yet.
+        return Ok(next);
+    }
     match spec.concurrency_policy {
         ConcurrencyPolicy::Forbid if !jobs.active.is_empty() => {
             let note = format!("Skipped the run of {due}: a Job still runs");
@@ -177,7 +184,8 @@ pub async fn reconcile(cron_job: Arc<CronJob>, ctx: Arc<Context>) -> Result<Acti
             info!(cronjob = %cron_job.name_any(), job = %job.name_any(), %due, "Job created");
             ctx.events.normal(cron_job, "JobCreated", "Schedule", &note);
         }
-        // Created by an earlier reconcile the cache had not seen yet.
+        // The name is taken since the LIST, or by a Job of an earlier CronJob of this name that the
+        // garbage collector has yet to delete: its deletion wakes this CronJob again.
         Err(kube::Error::Api(status)) if status.code == 409 => {}
         // Reported, then retried with backoff.
         Err(error) => {
