@@ -25,10 +25,10 @@ use kube::api::{Api, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use rustbuilder_envtest::TestEnv;
 use rustbuilder_runtime::Manager;
-use rustbuilder_runtime::fleet::{Cluster, Fleet, StaticClusters};
+use rustbuilder_runtime::fleet::{Cluster, Fleet, StaticClusters, placement};
 use rustbuilder_runtime::manager::ManagerArgs;
 use rustbuilder_runtime::manager::leader::Timing;
-use rustbuilder_runtime::shard::{GROUP_LABEL, Ranges, hash};
+use rustbuilder_runtime::shard::{GROUP_LABEL, Ranges};
 use support::{ManagerProcess, copy_of, create_source, eventually};
 
 const MANAGER: &str = "fleet-shard-test";
@@ -174,7 +174,7 @@ fn names(fleet: &Fleet) -> BTreeSet<String> {
 /// The clusters among `all` whose name hashes into `member`'s part when `members` share them.
 fn part(all: &[String], members: &[&str], member: &str) -> BTreeSet<String> {
     let ranges = Ranges::assigned(members, member);
-    let within = all.iter().filter(|name| ranges.contains(hash(name)));
+    let within = all.iter().filter(|name| ranges.contains(placement(name)));
     within.cloned().collect()
 }
 
@@ -184,7 +184,7 @@ fn part(all: &[String], members: &[&str], member: &str) -> BTreeSet<String> {
 fn cluster_names() -> Vec<String> {
     let owner = |members: &[&str], name: &str| {
         let owners = members.iter().copied();
-        let mut owners = owners.filter(|m| Ranges::assigned(members, m).contains(hash(name)));
+        let mut owners = owners.filter(|m| Ranges::assigned(members, m).contains(placement(name)));
         owners.next().unwrap().to_string()
     };
     let mut picked = BTreeMap::new();
@@ -418,7 +418,7 @@ async fn a_replica_killed_while_sharded_by_cluster_hands_its_cluster_over_once_i
         );
         (0..10_000)
             .map(|i| format!("member-{i}"))
-            .find(|name| Ranges::assigned(&members, identity).contains(hash(name)))
+            .find(|name| Ranges::assigned(&members, identity).contains(placement(name)))
             .expect("a name in each part")
     };
     let (doomed_cluster, kept_cluster) = (held_by(&doomed), held_by(&survivor));

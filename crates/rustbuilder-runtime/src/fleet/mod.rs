@@ -96,6 +96,17 @@ pub use static_list::StaticClusters;
 use crate::manager::Manager;
 use crate::shard::{Fence, Shard, ShardState, hash};
 
+/// Where a cluster falls in the hash space, for sharding by cluster: the FNV-1a hash of its name,
+/// mixed over all 64 bits (MurmurHash3's finaliser). Replicas hold ranges cut by the top byte,
+/// and FNV-1a's last bytes move the top bits little: unmixed, `cluster-000` to `cluster-099` all
+/// fell to one replica.
+pub fn placement(name: &str) -> u64 {
+    let mut x = hash(name);
+    x = (x ^ (x >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x = (x ^ (x >> 33)).wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^ (x >> 33)
+}
+
 /// How long a disengaged cluster's controllers may take to finish their reconciles in flight
 /// before they are cancelled.
 pub const DISENGAGE_GRACE: Duration = Duration::from_secs(30);
@@ -352,7 +363,7 @@ impl Running {
     fn engage(&mut self, name: &str, config: kube::Config) {
         self.announced.insert(name.to_string(), config.clone());
         let permit = match &self.shard {
-            Some(shard) => match shard.enter_hash(hash(name)) {
+            Some(shard) => match shard.enter_hash(placement(name)) {
                 Some(permit) => Some(permit),
                 None => {
                     if self.tasks.contains_key(name) {
@@ -416,7 +427,7 @@ impl Running {
         let Some(shard) = &self.shard else { return };
         let fence_open = shard.fence().is_open();
         let active = shard.active();
-        let admitted = |name: &str| fence_open && active.contains(hash(name));
+        let admitted = |name: &str| fence_open && active.contains(placement(name));
         let given_up: Vec<String> = self
             .tasks
             .keys()
@@ -522,5 +533,27 @@ async fn run_cluster(cluster: Cluster, engage: Engage) {
     match manager.controllers().run().await {
         Ok(()) => info!("cluster disengaged"),
         Err(error) => error!(%error, "the cluster's controllers stopped"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::placement;
+    use crate::shard::Ranges;
+
+    /// Names that differ only at their end, as fleets name clusters, spread over three replicas
+    /// like any others (an unmixed FNV-1a hash put all of them on one).
+    #[test]
+    fn suffix_numbered_clusters_spread_over_the_replicas() {
+        let replicas = ["operator-0", "operator-1", "operator-2"];
+        let names: Vec<String> = (0..100).map(|n| format!("cluster-{n:03}")).collect();
+        for replica in replicas {
+            let part = Ranges::assigned(&replicas, replica);
+            let held = names.iter().filter(|n| part.contains(placement(n))).count();
+            assert!(
+                (20..=47).contains(&held),
+                "{replica} holds {held} of 100 clusters"
+            );
+        }
     }
 }
