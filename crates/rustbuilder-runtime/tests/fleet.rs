@@ -552,6 +552,46 @@ async fn a_fleet_follows_clusters_that_come_go_fail_and_recover() {
     let took = stamped_within(&c, "charlie-2", BY_SECRET, "charlie", FAST).await;
     assert!(took.is_some(), "Secret created: charlie was not reconciled");
     assert_eq!(names(&secret_fleet), ["charlie"]);
+    // Cluster API labels a cluster's other Secrets with its name too: its CAs, its service account
+    // keys, and each Machine's bootstrap data (key `value`, as the kubeconfig's). None is read as
+    // the cluster's kubeconfig: a Machine's Secret deleted in a rollout leaves charlie engaged.
+    let engagements = engaged(&by_secret, "charlie");
+    let manager = secret_fleet.cluster("charlie").unwrap().manager().clone();
+    let others = [
+        ("charlie-ca", "tls.crt"),
+        ("charlie-etcd", "tls.crt"),
+        ("charlie-sa", "tls.key"),
+        ("charlie-proxy", "tls.crt"),
+        ("charlie-md-0-x7k2p", "value"),
+    ];
+    for (name, key) in others {
+        let mut other = secret.clone();
+        other.metadata.name = Some(name.into());
+        other.type_ = Some("cluster.x-k8s.io/secret".into());
+        other.data = Some(BTreeMap::from([(
+            key.into(),
+            ByteString(b"#cloud-config".to_vec()),
+        )]));
+        secrets
+            .create(&PostParams::default(), &other)
+            .await
+            .unwrap();
+    }
+    for name in ["charlie-ca", "charlie-md-0-x7k2p"] {
+        secrets
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    let disturbed = eventually(Duration::from_secs(2), async || {
+        manager.is_shutting_down() || engaged(&by_secret, "charlie") != engagements
+    })
+    .await;
+    assert!(
+        !disturbed,
+        "Cluster API's other Secrets: charlie was disengaged or engaged again"
+    );
+    assert_eq!(names(&secret_fleet), ["charlie"]);
     // One watch of charlie's ConfigMaps for each fleet it is in; on /metrics, charlie once.
     assert_eq!(configmap_watches(&c).await, idle.2 + 2);
     let text = scrape(metrics).await;

@@ -25,8 +25,10 @@ pub const KUBECONFIG_KEYS: [&str; 2] = ["value", "kubeconfig"];
 /// list, and the watch stops with the manager).
 ///
 /// A Secret holds a kubeconfig under one of [`KUBECONFIG_KEYS`], and its cluster's name is the
-/// value of its [`CLUSTER_NAME_LABEL`] label if it has one, else the Secret's name. That reads both
-/// common forms:
+/// value of its [`CLUSTER_NAME_LABEL`] label if it has one, else the Secret's name. A labelled
+/// Secret counts only when it is named `<cluster>-kubeconfig`: Cluster API labels a cluster's other
+/// Secrets (`-ca`, `-etcd`, `-sa`, `-proxy`, each Machine's bootstrap data) with its name too. That
+/// reads both common forms:
 ///
 /// - Cluster API's `<cluster>-kubeconfig` Secrets (key `value`, labelled
 ///   `cluster.x-k8s.io/cluster-name=<cluster>`): select them with that label, e.g.
@@ -94,7 +96,13 @@ impl Secrets {
         let mut announced = Vec::new();
         match change {
             Change::Applied(secret) => {
-                let cluster = cluster_name(&secret);
+                let Some(cluster) = cluster_name(&secret) else {
+                    // One of Cluster API's other Secrets (now, or since a change of its label).
+                    if let Some(before) = self.clusters.remove(&secret.name_any()) {
+                        announced.extend(self.seen.gone(&before));
+                    }
+                    return announced;
+                };
                 let before = self.clusters.insert(secret.name_any(), cluster.clone());
                 // Its label now names another cluster: the one it named is gone.
                 if let Some(before) = before.filter(|before| *before != cluster) {
@@ -118,13 +126,22 @@ impl Secrets {
     }
 }
 
-/// The cluster a kubeconfig Secret stands for.
-fn cluster_name(secret: &Secret) -> String {
+/// The cluster a kubeconfig Secret stands for; `None` for Cluster API's other Secrets.
+///
+/// Cluster API labels every Secret of a cluster with its name (its CAs, its service account keys,
+/// each Machine's bootstrap data, whose key `value` is the kubeconfig's): of those, only
+/// `<cluster>-kubeconfig` holds the kubeconfig.
+fn cluster_name(secret: &Secret) -> Option<String> {
     let labelled = secret
         .labels()
         .get(CLUSTER_NAME_LABEL)
         .filter(|n| !n.is_empty());
-    labelled.cloned().unwrap_or_else(|| secret.name_any())
+    match labelled {
+        Some(cluster) => {
+            (secret.name_any() == format!("{cluster}-kubeconfig")).then(|| cluster.clone())
+        }
+        None => Some(secret.name_any()),
+    }
 }
 
 /// The kubeconfig a Secret holds under the first of [`KUBECONFIG_KEYS`] it has.
