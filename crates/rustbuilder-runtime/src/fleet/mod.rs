@@ -11,8 +11,10 @@
 //! watches retry on their own, and the other clusters do not wait for it.
 //!
 //! The fleet runs as one of the process manager's controllers, so it engages clusters only while
-//! the process may reconcile (once it leads, with `--leader-elect`), and `/readyz` waits until the
-//! caches of every engaged cluster have synced:
+//! the process may reconcile (once it leads, with `--leader-elect`). The process's `/readyz` is its
+//! own cluster's: a member that does not answer takes neither the pod's webhooks out of their
+//! Service nor its rollout down with it. Each member's health is `fleet_cluster_ready{cluster}`
+//! and [`Fleet::ready`]:
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -72,7 +74,7 @@ mod static_list;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -155,8 +157,7 @@ impl Fleet {
     /// cluster's controllers to `cluster.manager().controllers()`; they start when it returns. It
     /// should not wait on the cluster (it may be unreachable): its controllers do that.
     ///
-    /// The fleet adds a readiness check named `fleet` to `process`: `/readyz` fails while an engaged
-    /// cluster's caches have not yet synced, naming it.
+    /// The members' readiness is not part of `process`'s `/readyz`: see [`Fleet::ready`].
     pub fn new(
         process: &Manager,
         provider: impl Provider,
@@ -168,12 +169,6 @@ impl Fleet {
             announcements: Mutex::new(Some(Box::new(move || provider.clusters()))),
             members: Mutex::default(),
             membership: watch::Sender::new(0),
-        });
-        // Weak: the process manager outlives no fleet it holds.
-        let checked: Weak<Shared> = Arc::downgrade(&shared);
-        process.add_readiness_check("fleet", move || match checked.upgrade() {
-            Some(shared) => Fleet { shared }.ready(),
-            None => Ok(()),
         });
         Fleet { shared }
     }
@@ -217,7 +212,9 @@ impl Fleet {
     }
 
     /// `Ok` when every engaged cluster is ready (see [`ClusterStatus::ready`]), else which are not
-    /// and why: the fleet's part of `/readyz`.
+    /// and why. Not part of the process's `/readyz`, on purpose: one member down would make the pod
+    /// NotReady, drop its webhooks from their Service and stall its own rollout, for all the
+    /// clusters that answer.
     pub fn ready(&self) -> Result<(), String> {
         let unready: Vec<String> = self
             .clusters()
