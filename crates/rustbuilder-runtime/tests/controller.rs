@@ -573,6 +573,76 @@ async fn grant(admin: &kube::Client, namespace: &str, name: &str, rules: serde_j
     bindings.create(&pp, &binding).await.unwrap();
 }
 
+/// A cache whose watch the API server keeps refusing (its Role revoked: each new watch is
+/// forbidden) stops every controller that reads it; past the manager's bound it is no longer
+/// silent: the manager is not ready, naming the kind and the refusal, until the watch works again.
+#[tokio::test]
+async fn a_watch_refused_past_the_bound_makes_the_manager_unready() {
+    let env = take_turn(shared_env).await;
+    let ns = env.namespace();
+    let admin = env.client();
+    let rules = serde_json::json!([
+        { "apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"] },
+    ]);
+    grant(&admin, ns, "watcher", rules).await;
+    let client = env.service_account_client(ns, "manager").await;
+    let manager = Manager::in_namespace(MANAGER, client.clone(), ns);
+    manager.set_cache_stall_bound(Duration::from_secs(2));
+    // Watches that the API server ends after a second: each new one meets the Role as it is then.
+    let config = kube::runtime::watcher::Config::default().timeout(1);
+    let cache = manager.cache_with(Api::<ConfigMap>::namespaced(client, ns), config);
+    let running = tokio::spawn(manager.controllers().run());
+    cache.completeness().wait().await;
+    assert!(
+        eventually(Duration::from_secs(10), async || manager.ready().is_ok()).await,
+        "{:?}",
+        manager.ready()
+    );
+
+    let bindings: Api<k8s_openapi::api::rbac::v1::RoleBinding> = Api::namespaced(admin.clone(), ns);
+    bindings
+        .delete("watcher", &DeleteParams::default())
+        .await
+        .unwrap();
+    let refused = async || {
+        manager.ready().is_err_and(|why| {
+            why.contains("the watch of ConfigMap has failed") && why.contains("forbidden")
+        })
+    };
+    assert!(
+        eventually(Duration::from_secs(20), refused).await,
+        "a watch refused for longer than the bound, and the manager: {:?}",
+        manager.ready()
+    );
+
+    // Allowed again: the next watch works, and its first event ends the failure.
+    let binding: k8s_openapi::api::rbac::v1::RoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "watcher", "namespace": ns },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "watcher" },
+        "subjects": [{ "kind": "ServiceAccount", "name": "manager", "namespace": ns }],
+    }))
+    .unwrap();
+    bindings
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    let configmaps: Api<ConfigMap> = Api::namespaced(admin.clone(), ns);
+    let mut configmap = ConfigMap::default();
+    configmap.metadata.name = Some("after".into());
+    configmaps
+        .create(&PostParams::default(), &configmap)
+        .await
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(60), async || manager.ready().is_ok()).await,
+        "the watch works again, and the manager: {:?}",
+        manager.ready()
+    );
+
+    manager.shutdown();
+    running.await.unwrap().unwrap();
+}
+
 /// The controller's own cache lists at once, the cache of the ConfigMaps it owns cannot list yet
 /// (its Role comes later): no reconcile may start before both hold their lists, else it would take
 /// a ConfigMap still coming for an absent one.

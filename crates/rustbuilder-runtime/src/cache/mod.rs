@@ -72,10 +72,13 @@ use crate::ownership::controller_of;
 use prometheus_client::metrics::gauge::Gauge;
 
 pub(crate) mod objects;
+mod stalls;
 
 use crate::shard::{Ranges, Shard, ShardKey, ShardState};
 pub(crate) use objects::Storage;
 use objects::{Kept, Objects, ObjectsWriter, PackedObject, key_of};
+pub use stalls::DEFAULT_BOUND as STALL_BOUND;
+pub(crate) use stalls::Stalls;
 
 /// What a cache needs from the process it runs in: the field manager whose apply entries it keeps,
 /// the metrics, when to stop, and whom to tell once it holds its first list. The manager makes one
@@ -86,23 +89,26 @@ pub struct Host {
     metrics: Metrics,
     stop: SharedFuture<BoxFuture<'static, ()>>,
     expect_sync: Arc<dyn Fn() -> Synced + Send + Sync>,
+    stalls: Stalls,
 }
 
 impl Host {
     /// A host whose caches keep `field_manager`'s apply entries, count into `metrics`, stop when
-    /// `stop` resolves, and each call `expect_sync` once when they start and the [`Synced`] it
-    /// returns once they hold their first list.
+    /// `stop` resolves, each call `expect_sync` once when they start and the [`Synced`] it
+    /// returns once they hold their first list, and report a watch that keeps failing to `stalls`.
     pub(crate) fn new(
         field_manager: &str,
         metrics: Metrics,
         stop: SharedFuture<BoxFuture<'static, ()>>,
         expect_sync: impl Fn() -> Synced + Send + Sync + 'static,
+        stalls: Stalls,
     ) -> Host {
         Host {
             field_manager: field_manager.to_string(),
             metrics,
             stop,
             expect_sync: Arc::new(expect_sync),
+            stalls,
         }
     }
 }
@@ -549,6 +555,7 @@ where
             (host.expect_sync)(),
             None,
             incomplete,
+            host.stalls.reporter(&K::kind(&())),
         );
         let stop = host.stop.clone();
         // In the span of whoever started the cache (a fleet's cluster, say), so its logs say so.
@@ -617,6 +624,7 @@ where
             (host.expect_sync)(),
             Some(listing),
             incomplete,
+            host.stalls.reporter(&kind),
         );
         let stop = host.stop.clone();
         // In the span of whoever started the cache (a fleet's cluster, say), so its logs say so.
@@ -668,7 +676,8 @@ fn trim<K: Resource>(object: &mut K, field_manager: &str) {
 
 /// Records each watch event in the store and the owner index, then hands the changes to the
 /// subscribers. Sharded, `listing` holds the ranges of the list the watch is making. `incomplete`
-/// counts this cache while it holds no complete list.
+/// counts this cache while it holds no complete list; `stall` hears of each failure of the watch,
+/// and of each event after.
 async fn fill<K>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
     mut writer: ObjectsWriter<K>,
@@ -676,6 +685,7 @@ async fn fill<K>(
     synced: Synced,
     listing: Option<Arc<Mutex<Ranges>>>,
     incomplete: Gauge,
+    stall: stalls::Reporter,
 ) where
     K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
 {
@@ -685,9 +695,13 @@ async fn fill<K>(
     let mut events = std::pin::pin!(events);
     while let Some(event) = events.next().await {
         let event = match event {
-            Ok(event) => event,
+            Ok(event) => {
+                stall.working();
+                event
+            }
             Err(error) => {
                 warn!(kind, %error, "watch failed; retrying");
+                stall.failed(&error.to_string());
                 // 410 Gone: events were missed, and the watcher lists again after its backoff
                 // (a second or more). Until that list ends the cache is known to be stale, not
                 // complete: a controller reading it waits instead of acting on the past.
@@ -1091,7 +1105,16 @@ mod tests {
         });
         let gauge = Gauge::default();
         let synced = Synced::new(|| {});
-        tokio::spawn(fill(events, writer, shared, synced, None, gauge.clone()));
+        let stall = Stalls::default().reporter("ConfigMap");
+        tokio::spawn(fill(
+            events,
+            writer,
+            shared,
+            synced,
+            None,
+            gauge.clone(),
+            stall,
+        ));
         (cache, send, gauge)
     }
 

@@ -195,6 +195,8 @@ struct Inner {
     controllers: Mutex<Registry>,
     /// The caches started, shared by everyone who asks for the same one.
     caches: Arc<Caches>,
+    /// The caches' watches that keep failing: past a bound, the manager is not ready.
+    stalls: cache::Stalls,
 }
 
 /// A condition of readiness beyond the manager's own: `Err` says why not.
@@ -335,6 +337,7 @@ impl Manager {
                 watch_namespace,
                 controllers: Mutex::new(Registry::Adding(Vec::new())),
                 caches: Arc::default(),
+                stalls: cache::Stalls::default(),
             }),
         }
     }
@@ -588,12 +591,20 @@ impl Manager {
     /// [`Owned`] cache holds its first full list.
     pub fn ready(&self) -> Result<(), String> {
         self.readiness().check()?;
+        self.inner.stalls.check()?;
         // Cloned out of the lock: a check may take time, or ask this manager something.
         let checks = self.readiness_checks().clone();
         for (name, check) in checks {
             check().map_err(|reason| format!("{name}: {reason}"))?;
         }
         Ok(())
+    }
+
+    /// How long a cache's watch may fail without a break (refused again and again, e.g. after its
+    /// Role changed) before [`Manager::ready`] fails, naming the kind and the last error; default
+    /// [`cache::STALL_BOUND`]. Every controller reading that cache has stopped meanwhile.
+    pub fn set_cache_stall_bound(&self, bound: std::time::Duration) {
+        self.inner.stalls.set_bound(bound);
     }
 
     /// Makes [`Manager::ready`] (and `/readyz`) also wait for `check`, named `name` in the reason
@@ -683,6 +694,7 @@ impl Manager {
                     readiness.caches_pending = readiness.caches_pending.saturating_sub(1);
                 })
             },
+            self.inner.stalls.clone(),
         )
     }
 
