@@ -502,6 +502,7 @@ where
                 };
                 let work = queue.start(queued);
                 let key = object_key(&*object);
+                let uid = object.meta().uid.clone();
                 let reference = object.object_ref(&());
                 let reconciling = catch_panic(async { reconcile(object, ctx).await });
                 // Sharded, a reconcile ends when the replica's fence passes: its writes are no
@@ -538,7 +539,7 @@ where
                     queue.retry(queued, Duration::ZERO);
                 }
                 match &result {
-                    Ok(_) => reset.reset(&key),
+                    Ok(_) => reset.reset(&backoff_key(&key, uid.as_deref())),
                     // Where people look first (`kubectl describe`): the error, on the object itself.
                     // Repeats of the same event are counted by the recorder, not re-created.
                     Err(error) => {
@@ -562,6 +563,7 @@ where
         let retries = queue.clone();
         let error_policy = move |object: Arc<K>, error: &Failure<E>, _ctx: Arc<C>| {
             let key = object_key(&*object);
+            let failures = backoff_key(&key, object.meta().uid.as_deref());
             // A policy that panics retries, as if it had not been given.
             let chosen = on_error.as_ref().map_or(OnError::Retry, |on_error| {
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -575,10 +577,10 @@ where
                 })
             });
             let delay = match chosen {
-                OnError::Retry => backoff.next_delay(&key),
+                OnError::Retry => backoff.next_delay(&failures),
                 OnError::RetryAfter(delay) => delay,
                 OnError::GiveUp => {
-                    backoff.reset(&key);
+                    backoff.reset(&failures);
                     warn!(controller = %controller_name, object = %key, %error,
                         "reconcile failed; not retried until the object changes");
                     return Action::await_change();
@@ -700,7 +702,13 @@ fn queue_key<K: Resource>(object: &K) -> QueueKey {
     )
 }
 
-/// `namespace/name` (or `name` for a cluster-scoped object), to key the backoff and label log lines.
+/// The backoff's key of the object `key` (`namespace/name`) with `uid`: an object deleted and
+/// created again under its name starts its backoff afresh.
+fn backoff_key(key: &str, uid: Option<&str>) -> String {
+    format!("{key}/{}", uid.unwrap_or_default())
+}
+
+/// `namespace/name` (or `name` for a cluster-scoped object), to label log lines.
 fn object_key<K: Resource>(object: &K) -> String {
     match object.namespace() {
         Some(namespace) => format!("{namespace}/{}", object.name_any()),
