@@ -75,6 +75,11 @@ pub enum Error {
     /// A second SIGTERM or Ctrl-C came while shutting down: the reconciles in flight were dropped.
     #[error("interrupted by a second signal")]
     Interrupted,
+
+    /// Reconciles were still running when the graceful shutdown timeout passed: they were dropped
+    /// (the Lease released first), before the kubelet's SIGKILL.
+    #[error("reconciles still running {0:?} after shutdown began: stopped without them")]
+    ShutdownTimedOut(std::time::Duration),
 }
 
 impl Error {
@@ -125,6 +130,9 @@ impl fmt::Debug for Error {
                 Error::LeadershipLost => f.write_str("LeadershipLost"),
                 Error::ShardLost => f.write_str("ShardLost"),
                 Error::Interrupted => f.write_str("Interrupted"),
+                Error::ShutdownTimedOut(timeout) => {
+                    f.debug_tuple("ShutdownTimedOut").field(timeout).finish()
+                }
             };
         }
         write!(f, "{self}")?;

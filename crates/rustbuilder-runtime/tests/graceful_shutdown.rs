@@ -211,3 +211,125 @@ async fn shutdown_waits_for_reconciles_in_flight() {
     let active = r#"controller_runtime_active_workers{controller="slow"}"#;
     assert_eq!(sample(active), Some(0.0), "{metrics}");
 }
+
+/// A reconcile that hangs: the first attempt of each object never ends, the later ones do at once.
+async fn hang_once(_object: Arc<ConfigMap>, hung: Arc<AtomicBool>) -> Result<Action, Infallible> {
+    if !hung.swap(true, Ordering::SeqCst) {
+        std::future::pending::<()>().await;
+    }
+    Ok(Action::await_change())
+}
+
+/// A labelled ConfigMap in `default` for the controllers of these tests, which select `test=<label>`.
+async fn labelled_configmap(client: &kube::Client, name: &str, label: &str) {
+    let object: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": name, "labels": { "test": label } }
+    }))
+    .unwrap();
+    Api::<ConfigMap>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap();
+}
+
+/// A reconcile that never ends does not hold the pod past its grace period: once the graceful
+/// shutdown timeout passes, `Controllers::run` stops without it, releases the Lease first (the
+/// next leader need not wait for it to expire), and says why.
+#[tokio::test]
+async fn a_shutdown_stops_without_a_reconcile_that_outlives_its_timeout() {
+    let env = TestEnv::start().await;
+    let timing = rustbuilder_runtime::manager::leader::Timing::default();
+    let manager =
+        Manager::candidate_in_namespace("hung", env.client(), "default", "hung", timing).unwrap();
+    manager.set_graceful_shutdown_timeout(Duration::from_secs(1));
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    let controller = manager
+        .controller(configmaps, "hung")
+        .watcher_config(watcher::Config::default().labels("test=hung"))
+        .run(hang_once, Arc::new(AtomicBool::new(false)));
+    let controllers = manager.controllers();
+    controllers.add(controller);
+    let stopped = tokio::spawn(controllers.run());
+    let leading = async || manager.is_leading() && manager.ready().is_ok();
+    assert!(
+        eventually(Duration::from_secs(30), leading).await,
+        "never led"
+    );
+    labelled_configmap(&env.client(), "hung", "hung").await;
+    let working = async || {
+        let metrics = manager.metrics().encode();
+        support::sample(
+            &metrics,
+            r#"controller_runtime_active_workers{controller="hung"}"#,
+        ) == Some(1.0)
+    };
+    assert!(
+        eventually(Duration::from_secs(30), working).await,
+        "no reconcile started"
+    );
+
+    let asked = Instant::now();
+    manager.shutdown();
+    let stopped = tokio::time::timeout(Duration::from_secs(10), stopped)
+        .await
+        .expect("still waiting for the hung reconcile 10 s after shutdown began");
+    let took = asked.elapsed();
+    let error = stopped
+        .unwrap()
+        .expect_err("a shutdown that dropped a reconcile is no success");
+    assert!(
+        error.to_string().contains("reconciles still running"),
+        "{error}"
+    );
+    assert!(
+        took >= Duration::from_secs(1),
+        "did not wait out the timeout: {took:?}"
+    );
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(env.client(), "default");
+    let lease = leases.get("hung").await.unwrap();
+    let holder = lease
+        .spec
+        .and_then(|s| s.holder_identity)
+        .unwrap_or_default();
+    assert!(holder.is_empty(), "the Lease is still held by {holder}");
+}
+
+/// With a reconcile timeout, a reconcile that hangs is cancelled, counted as failed, and retried
+/// with backoff: the object is reconciled again and the controller goes on.
+#[tokio::test]
+async fn a_reconcile_past_its_timeout_is_cancelled_and_retried() {
+    let env = TestEnv::start().await;
+    let manager = Manager::new("hung-once", env.client());
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    let controller = manager
+        .controller(configmaps, "hung-once")
+        .watcher_config(watcher::Config::default().labels("test=hung-once"))
+        .reconcile_timeout(Duration::from_millis(500))
+        .run(hang_once, Arc::new(AtomicBool::new(false)));
+    let controllers = manager.controllers();
+    controllers.add(controller);
+    let stopped = tokio::spawn(controllers.run());
+    labelled_configmap(&env.client(), "hung-once", "hung-once").await;
+    let retried = async || {
+        let metrics = manager.metrics().encode();
+        let sample = |result: &str| {
+            let series = format!(
+                r#"controller_runtime_reconcile_total{{controller="hung-once",result="{result}"}}"#
+            );
+            support::sample(&metrics, &series)
+        };
+        sample("error") == Some(1.0) && sample("success") == Some(1.0)
+    };
+    assert!(
+        eventually(Duration::from_secs(15), retried).await,
+        "the hung reconcile was not cancelled and retried:\n{}",
+        manager.metrics().encode()
+    );
+    manager.shutdown();
+    tokio::time::timeout(Duration::from_secs(10), stopped)
+        .await
+        .expect("stopped in time")
+        .unwrap()
+        .unwrap();
+}

@@ -8,6 +8,8 @@
 //! the lease with `--leader-elect`, and on shutdown lets in-flight reconciles finish and hands it over.
 //! `rustbuilder create api` adds each controller at the marker below, `create webhook` each webhook.
 
+use std::time::Duration;
+
 use clap::Parser;
 use rustbuilder_runtime::allocator;
 use rustbuilder_runtime::manager::{self, Manager, ManagerArgs};
@@ -39,6 +41,10 @@ fn main() -> Result<(), manager::Error> {
 async fn run(args: Args) -> Result<(), manager::Error> {
     let manager = Manager::builder(controller::MANAGER_NAME)
         .leader_election_id(LEADER_ELECTION_ID)
+        // Under the pod's `terminationGracePeriodSeconds: 10` (config/manager/manager.yaml): on
+        // SIGTERM, reconciles still running after 8 s are dropped and the Lease is released, before
+        // the kubelet's SIGKILL.
+        .graceful_shutdown_timeout(Duration::from_secs(8))
         .start(args.manager)
         .await?;
     // +rustbuilder:scaffold:webhooks

@@ -86,13 +86,22 @@ impl Panicked {
     }
 }
 
-/// Why a reconcile failed: its own error, or a panic.
+/// The error of a reconcile cancelled after [`Builder::reconcile_timeout`]: it fails like one that
+/// returned an error (logged, a `ReconcileFailed` event, retried with backoff). [`Builder::on_error`]
+/// sees it as `error.downcast_ref::<TimedOut>()`.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("reconcile cancelled: it ran past its timeout of {0:?}")]
+pub struct TimedOut(pub Duration);
+
+/// Why a reconcile failed: its own error, a panic, or its timeout.
 #[derive(Debug, thiserror::Error)]
 enum Failure<E: std::error::Error + 'static> {
     #[error(transparent)]
     Returned(E),
     #[error(transparent)]
     Panicked(Panicked),
+    #[error(transparent)]
+    TimedOut(TimedOut),
 }
 
 impl<E: std::error::Error + 'static> Failure<E> {
@@ -101,6 +110,7 @@ impl<E: std::error::Error + 'static> Failure<E> {
         match self {
             Failure::Returned(error) => error,
             Failure::Panicked(panicked) => panicked,
+            Failure::TimedOut(timed_out) => timed_out,
         }
     }
 }
@@ -196,6 +206,7 @@ where
     queue: WorkQueue,
     on_error: Option<ErrorPolicy<K>>,
     failure_events: bool,
+    reconcile_timeout: Option<Duration>,
 }
 
 impl<K> Builder<K>
@@ -215,6 +226,7 @@ where
             reads: Vec::new(),
             on_error: None,
             failure_events: true,
+            reconcile_timeout: None,
         }
     }
 
@@ -356,6 +368,15 @@ where
         self
     }
 
+    /// Cancels a reconcile that runs longer than `timeout` (at its next `.await`), as failed with
+    /// [`TimedOut`]: retried with backoff, like any error. Without one (the default), a reconcile
+    /// that hangs holds its object, and a worker, until the process stops: a call to an API that
+    /// never answers, say. Longer than the slowest reconcile you expect, not shorter.
+    pub fn reconcile_timeout(mut self, timeout: Duration) -> Self {
+        self.reconcile_timeout = Some(timeout);
+        self
+    }
+
     /// Whether a failed reconcile publishes a `ReconcileFailed` Warning event on its object
     /// (default: yes). The failure is logged either way.
     pub fn failure_events(mut self, publish: bool) -> Self {
@@ -405,6 +426,7 @@ where
             queue,
             on_error,
             failure_events,
+            reconcile_timeout,
         } = self;
         let config = controller::Config::default().concurrency(concurrency);
         // The watched objects come from the manager's shared cache of them, which webhooks and other
@@ -505,6 +527,7 @@ where
                 let uid = object.meta().uid.clone();
                 let reference = object.object_ref(&());
                 let reconciling = catch_panic(async { reconcile(object, ctx).await });
+                let reconciling = within(reconcile_timeout, reconciling);
                 // Sharded, a reconcile ends when the replica's fence passes: its writes are no
                 // longer safe (another replica may hold the object by now). It also ends when its
                 // permit is revoked: its range is being handed over and it ran past the drain
@@ -650,6 +673,20 @@ async fn complete(reads: &[Completeness]) {
 }
 
 /// The result of `reconcile`, with a panic (in the call or in the future) as a [`Failure`].
+/// `reconciling`, cancelled as [`TimedOut`] after `timeout` if one is set.
+async fn within<E, Fut>(timeout: Option<Duration>, reconciling: Fut) -> Result<Action, Failure<E>>
+where
+    E: std::error::Error + 'static,
+    Fut: Future<Output = Result<Action, Failure<E>>>,
+{
+    match timeout {
+        Some(timeout) => tokio::time::timeout(timeout, reconciling)
+            .await
+            .unwrap_or(Err(Failure::TimedOut(TimedOut(timeout)))),
+        None => reconciling.await,
+    }
+}
+
 async fn catch_panic<E, Fut>(reconcile: Fut) -> Result<Action, Failure<E>>
 where
     E: std::error::Error + 'static,

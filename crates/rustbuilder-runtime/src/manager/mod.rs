@@ -15,6 +15,7 @@ use std::hash::{BuildHasher, RandomState};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
@@ -157,6 +158,10 @@ pub enum LogFormat {
     Json,
 }
 
+/// How long a shutdown waits for the reconciles in flight by default: controller-runtime's
+/// `GracefulShutdownTimeout`.
+pub const DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The handle each controller gets: clone it freely, clones share everything.
 #[derive(Clone)]
 pub struct Manager {
@@ -197,6 +202,8 @@ struct Inner {
     caches: Arc<Caches>,
     /// The caches' watches that keep failing: past a bound, the manager is not ready.
     stalls: cache::Stalls,
+    /// How long a shutdown waits for the reconciles in flight.
+    graceful_shutdown_timeout: Mutex<Duration>,
 }
 
 /// A condition of readiness beyond the manager's own: `Err` says why not.
@@ -244,6 +251,7 @@ impl Manager {
             client_config: None,
             lease_timing: Timing::default(),
             identity: None,
+            graceful_shutdown_timeout: DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT,
         }
     }
 
@@ -338,6 +346,7 @@ impl Manager {
                 controllers: Mutex::new(Registry::Adding(Vec::new())),
                 caches: Arc::default(),
                 stalls: cache::Stalls::default(),
+                graceful_shutdown_timeout: Mutex::new(DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT),
             }),
         }
     }
@@ -600,6 +609,19 @@ impl Manager {
         Ok(())
     }
 
+    /// How long a shutdown waits for the reconciles in flight before [`Controllers::run`] stops
+    /// without them (releasing the Lease first) and returns [`Error::ShutdownTimedOut`]; default
+    /// [`DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT`], controller-runtime's. Keep it under the pod's
+    /// `terminationGracePeriodSeconds`, or the kubelet's SIGKILL comes first and the Lease is left
+    /// to expire.
+    pub fn set_graceful_shutdown_timeout(&self, timeout: Duration) {
+        *self
+            .inner
+            .graceful_shutdown_timeout
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = timeout;
+    }
+
     /// How long a cache's watch may fail without a break (refused again and again, e.g. after its
     /// Role changed) before [`Manager::ready`] fails, naming the kind and the last error; default
     /// [`cache::STALL_BOUND`]. Every controller reading that cache has stopped meanwhile.
@@ -759,6 +781,7 @@ pub struct ManagerBuilder {
     client_config: Option<kube::Config>,
     lease_timing: Timing,
     identity: Option<String>,
+    graceful_shutdown_timeout: Duration,
 }
 
 /// Who sets the process's tracing subscriber.
@@ -831,6 +854,13 @@ impl ManagerBuilder {
         self
     }
 
+    /// How long a shutdown waits for the reconciles in flight: see
+    /// [`Manager::set_graceful_shutdown_timeout`].
+    pub fn graceful_shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.graceful_shutdown_timeout = timeout;
+        self
+    }
+
     /// Starts the manager process: sets up logging, connects to the API server, serves the health
     /// probes and metrics, and handles signals (SIGTERM or Ctrl-C requests a graceful shutdown; a
     /// second one makes [`Controllers::run`] return [`Error::Interrupted`] at once).
@@ -886,6 +916,7 @@ impl ManagerBuilder {
         let inner = Arc::get_mut(&mut manager.inner).expect("not shared yet");
         inner.webhook_server = webhook_server(&args);
         inner.lease_timing = self.lease_timing;
+        inner.graceful_shutdown_timeout = Mutex::new(self.graceful_shutdown_timeout);
         inner.fence = fence.clone();
         if args.sharding {
             // The group is the leader-election id: the same for every replica of this operator.
@@ -1032,10 +1063,24 @@ impl Controllers {
         // Lease; they reconcile only once it leads (`Manager::leading`).
         let running = spawn_and_wait(manager.clone(), pending);
         let mut interrupted = manager.inner.interrupted.subscribe();
+        let timeout = *manager
+            .inner
+            .graceful_shutdown_timeout
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let mut stop = manager.inner.stop.subscribe();
+        let past_timeout = async move {
+            let stopping = stop.wait_for(|stop| *stop).await.is_ok();
+            match stopping {
+                true => tokio::time::sleep(timeout).await,
+                false => std::future::pending().await,
+            }
+        };
         let running = async move {
             tokio::select! {
                 stopped = running => stopped,
                 _ = interrupted.wait_for(|interrupted| *interrupted) => Err(Error::Interrupted),
+                () = past_timeout => Err(Error::ShutdownTimedOut(timeout)),
             }
         };
         let mut running = std::pin::pin!(running);
