@@ -44,12 +44,15 @@ const RECORD_FINALIZER: &str = "explore.example.com/record";
 mod certificate;
 #[path = "explore/cron_job.rs"]
 mod cron_job;
+#[path = "explore/multi_version.rs"]
+mod multi_version;
 
 fn shared_env() -> TestEnvBuilder {
     TestEnv::builder()
         .crd(Memcached::crd())
         .crd(cron_job::crd())
         .crds(certificate::crds())
+        .crd(multi_version::crd())
 }
 
 /// One explorer of the corpus: a copy, with a seeded bug or none, and what its report must say.
@@ -621,7 +624,8 @@ async fn every_seeded_bug_is_caught_and_the_unseeded_copies_raise_no_alarm() {
     let cases = memcached_cases(&client)
         .into_iter()
         .chain(cron_job::cases(&client))
-        .chain(certificate::cases(&client));
+        .chain(certificate::cases(&client))
+        .chain(multi_version::cases(&client));
     let reports: Vec<_> = futures::stream::iter(cases)
         .map(|case| async move { (case.name, case.expected, case.explorer.explore().await) })
         .buffer_unordered(6)
@@ -641,7 +645,7 @@ async fn every_seeded_bug_is_caught_and_the_unseeded_copies_raise_no_alarm() {
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
-    assert!(seeded >= 15, "a corpus of {seeded} seeded bugs");
+    assert!(seeded >= 16, "a corpus of {seeded} seeded bugs");
 }
 
 /// The whole plan on the unseeded copy (minutes): `cargo test --test explore -- --ignored`.

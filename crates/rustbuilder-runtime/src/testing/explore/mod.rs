@@ -791,6 +791,11 @@ struct Run<'a> {
     notes: Vec<String>,
     /// The step running, for notes.
     step: usize,
+    /// The spec of each of the workload's objects as its last step wrote it, by path.
+    specs: BTreeMap<String, Value>,
+    /// The reconcile outcomes counted before the step's operation: a reconcile that fails at once,
+    /// before the step starts to settle, still counts as failing.
+    before_step: Option<(u64, u64)>,
 }
 
 const LEASE: &str = "explore-leader";
@@ -839,6 +844,8 @@ impl<'a> Run<'a> {
             crashed: false,
             notes: Vec::new(),
             step: 0,
+            specs: BTreeMap::new(),
+            before_step: None,
         })
     }
 
@@ -996,7 +1003,22 @@ impl<'a> Run<'a> {
             _ => {}
         }
         let children = self.children_paths();
-        workload::perform(step, &self.explorer.client, &self.namespace, &children).await?;
+        self.before_step = Some(self.live_outcomes());
+        let left =
+            workload::perform(step, &self.explorer.client, &self.namespace, &children).await?;
+        let path = format!(
+            "{}/{}/{}",
+            step.resource.api_version, step.resource.plural, step.name
+        );
+        match left {
+            workload::Left::Spec(spec) => {
+                self.specs.insert(path, spec);
+            }
+            workload::Left::Deleted => {
+                self.specs.remove(&path);
+            }
+            workload::Left::Untouched => {}
+        }
         match here {
             Some(Perturbation::Relist { resource, .. }) => {
                 let gate = self
@@ -1017,6 +1039,7 @@ impl<'a> Run<'a> {
         }
         self.settle().await?;
         self.check_invariants(number, step).await?;
+        self.check_specs().await?;
         Ok(injected)
     }
 
@@ -1173,18 +1196,20 @@ impl<'a> Run<'a> {
     /// The API paths in this run's namespace of everything the operator wrote but the
     /// workload's own kinds.
     fn children_paths(&self) -> Vec<String> {
-        let own: Vec<String> = self
+        // By group and resource, at any version: an operator may write its kind at another
+        // version than the workload's.
+        let own: Vec<(&str, &str)> = self
             .explorer
             .workload
             .steps
             .iter()
-            .map(|s| format!("{}/{}/", s.resource.api_version, s.resource.plural))
+            .map(|s| (s.resource.group.as_str(), s.resource.plural.as_str()))
             .collect();
         let mut paths: Vec<String> = self
             .recorder
             .writes()
             .into_iter()
-            .filter(|w| !own.iter().any(|prefix| w.object.starts_with(prefix)))
+            .filter(|w| !own.contains(&group_and_resource(&w.object)))
             .map(|w| self.url(&w.object))
             .collect();
         paths.sort();
@@ -1202,7 +1227,10 @@ impl<'a> Run<'a> {
         // Whether the last reconcile outcome seen was a failure: one that was retried and then
         // succeeded is fine; one still failing when the step settles is a state the controller
         // cannot reach.
-        let mut outcomes = self.live_outcomes();
+        let mut outcomes = self
+            .before_step
+            .take()
+            .unwrap_or_else(|| self.live_outcomes());
         let mut failing = false;
         loop {
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -1387,6 +1415,34 @@ impl<'a> Run<'a> {
         Ok(objects)
     }
 
+    /// The spec of each of the workload's objects is its user's: the operator must leave it as the
+    /// workload wrote it (a status, labels or finalizers of its own are fine).
+    async fn check_specs(&self) -> Result<(), String> {
+        for (path, written) in &self.specs {
+            let request = http::Request::get(self.url(path))
+                .body(Vec::new())
+                .expect("a request");
+            let object: Value = match self.explorer.client.request(request).await {
+                Ok(object) => object,
+                Err(kube::Error::Api(status)) if status.code == 404 => continue,
+                Err(e) => return Err(format!("cannot read {path}: {e}")),
+            };
+            let now = object.get("spec").cloned().unwrap_or(Value::Null);
+            let changed = oracle::changes(written, &now);
+            if !changed.is_empty() {
+                return Err(format!(
+                    "the operator changed the spec of {path}, which is its user's:\n{}",
+                    changed
+                        .iter()
+                        .map(|line| format!("      {line}"))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                ));
+            }
+        }
+        Ok(())
+    }
+
     async fn check_invariants(&self, number: usize, step: &Step) -> Result<(), String> {
         if self.explorer.invariants.is_empty() {
             return Ok(());
@@ -1453,6 +1509,28 @@ fn verdict(outcome: &Outcome) -> String {
 }
 
 /// The sum of a metric's series of a manager.
+/// The group and resource of a path as the recorder writes it (`apps/v1/deployments/web`,
+/// `v1/configmaps/web`, a subresource after the name).
+fn group_and_resource(path: &str) -> (&str, &str) {
+    let parts: Vec<&str> = path.split('/').collect();
+    // A version (`v1`, `v2beta1`) first: the core group's; a group name is no version.
+    let is_version = |segment: &str| {
+        let rest = segment.strip_prefix('v').unwrap_or("");
+        let rest = rest.trim_start_matches(|c: char| c.is_ascii_digit());
+        let rest = rest
+            .strip_prefix("alpha")
+            .or_else(|| rest.strip_prefix("beta"))
+            .map_or(rest, |r| r.trim_start_matches(|c: char| c.is_ascii_digit()));
+        segment.len() > 1 && segment.as_bytes()[1].is_ascii_digit() && rest.is_empty()
+    };
+    let core = parts.first().is_some_and(|first| is_version(first));
+    match (core, parts.as_slice()) {
+        (true, [_, resource, ..]) => ("", resource),
+        (false, [group, _, resource, ..]) => (group, resource),
+        _ => ("", ""),
+    }
+}
+
 fn metric(manager: &Manager, name: &str) -> u64 {
     manager
         .metrics()
@@ -1604,6 +1682,23 @@ impl fmt::Display for Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_written_path_reads_as_its_group_and_resource() {
+        assert_eq!(
+            group_and_resource("apps/v1/deployments/web"),
+            ("apps", "deployments")
+        );
+        assert_eq!(group_and_resource("v1/configmaps/web"), ("", "configmaps"));
+        assert_eq!(
+            group_and_resource("explore.example.com/v1/websites/shop/status"),
+            ("explore.example.com", "websites")
+        );
+        assert_eq!(
+            group_and_resource("v1alpha1.example.com/v1/things/a"),
+            ("v1alpha1.example.com", "things")
+        );
+    }
 
     #[test]
     fn perturbations_read_back_from_their_text() {

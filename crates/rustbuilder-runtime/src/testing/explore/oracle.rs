@@ -136,37 +136,61 @@ fn looks_like_time(text: &str) -> bool {
 /// reference run, 1 here`.
 pub(crate) fn differences(expected: &Value, found: &Value) -> Vec<String> {
     let mut lines = Vec::new();
-    diff(expected, found, String::new(), &mut lines);
+    diff(
+        expected,
+        found,
+        String::new(),
+        ("in the reference run", "here"),
+        &mut lines,
+    );
     lines
 }
 
-fn diff(expected: &Value, found: &Value, path: String, lines: &mut Vec<String>) {
+/// What differs between `written` (a spec as its user wrote it) and `now`, field by field.
+pub(crate) fn changes(written: &Value, now: &Value) -> Vec<String> {
+    let mut lines = Vec::new();
+    diff(
+        written,
+        now,
+        String::new(),
+        ("as written", "now"),
+        &mut lines,
+    );
+    lines
+}
+
+/// Each difference of `found` from `expected` under `path`, as "`path`: x (where) y (where)".
+fn diff(
+    expected: &Value,
+    found: &Value,
+    path: String,
+    (before, after): (&str, &str),
+    lines: &mut Vec<String>,
+) {
     match (expected, found) {
         (Value::Object(a), Value::Object(b)) => {
             let keys: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
             for key in keys {
                 let path = format!("{path}/{key}");
                 match (a.get(key), b.get(key)) {
-                    (Some(x), Some(y)) => diff(x, y, path, lines),
-                    (Some(x), None) => lines.push(format!(
-                        "{path}: {} in the reference run, absent here",
-                        short(x)
-                    )),
-                    (None, Some(y)) => lines.push(format!(
-                        "{path}: absent in the reference run, {} here",
-                        short(y)
-                    )),
+                    (Some(x), Some(y)) => diff(x, y, path, (before, after), lines),
+                    (Some(x), None) => {
+                        lines.push(format!("{path}: {} {before}, absent {after}", short(x)))
+                    }
+                    (None, Some(y)) => {
+                        lines.push(format!("{path}: absent {before}, {} {after}", short(y)))
+                    }
                     (None, None) => {}
                 }
             }
         }
         (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
             for (i, (x, y)) in a.iter().zip(b).enumerate() {
-                diff(x, y, format!("{path}/{i}"), lines);
+                diff(x, y, format!("{path}/{i}"), (before, after), lines);
             }
         }
         (a, b) if a != b => lines.push(format!(
-            "{}: {} in the reference run, {} here",
+            "{}: {} {before}, {} {after}",
             if path.is_empty() { "/" } else { &path },
             short(a),
             short(b)

@@ -322,12 +322,27 @@ fn other_values(schema: &Value, current: Option<&Value>) -> Vec<Value> {
 
 /// Runs one step in `namespace` with the admin `client`; `children` are the objects the operator
 /// made so far (their API paths).
+/// What a step left of its object's `spec`: the user's, which the operator must keep.
+pub(crate) enum Left {
+    /// The spec as the API server stored it after the step's write (its defaults included).
+    Spec(Value),
+    /// The object was deleted.
+    Deleted,
+    /// The step wrote no spec.
+    Untouched,
+}
+
+/// The spec of an object as written.
+fn spec_of(object: &DynamicObject) -> Left {
+    Left::Spec(object.data.get("spec").cloned().unwrap_or(Value::Null))
+}
+
 pub(crate) async fn perform(
     step: &Step,
     client: &Client,
     namespace: &str,
     children: &[String],
-) -> Result<(), String> {
+) -> Result<Left, String> {
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &step.resource);
     let name = step.name.as_str();
     let fail = |what: &str, e: kube::Error| format!("{}: {what}: {e}", step.label);
@@ -338,7 +353,7 @@ pub(crate) async fn perform(
             let params = PatchParams::default();
             api.patch(name, &params, &Patch::Merge(patch))
                 .await
-                .map(drop)
+                .map(|o| spec_of(&o))
                 .map_err(|e| fail("patch", e))
         }
         Op::Remove(pointer) => {
@@ -346,13 +361,13 @@ pub(crate) async fn perform(
             let params = PatchParams::default();
             api.patch(name, &params, &Patch::Merge(patch))
                 .await
-                .map(drop)
+                .map(|o| spec_of(&o))
                 .map_err(|e| fail("patch", e))
         }
         Op::Delete => api
             .delete(name, &DeleteParams::background())
             .await
-            .map(drop)
+            .map(|_| Left::Deleted)
             .map_err(|e| fail("delete", e)),
         Op::Recreate => {
             api.delete(name, &DeleteParams::background())
@@ -384,7 +399,7 @@ pub(crate) async fn perform(
                     .await
                     .map_err(|e| fail(child, e))?;
             }
-            Ok(())
+            Ok(Left::Untouched)
         }
         Op::DeleteChildren => {
             for child in children {
@@ -394,17 +409,21 @@ pub(crate) async fn perform(
                     Err(e) => return Err(fail(child, e)),
                 }
             }
-            Ok(())
+            Ok(Left::Untouched)
         }
-        Op::Custom(run) => run(client.clone(), namespace.to_string()).await,
+        Op::Custom(run) => run(client.clone(), namespace.to_string())
+            .await
+            .map(|()| Left::Untouched),
     }
 }
 
-async fn create(api: &Api<DynamicObject>, step: &Step) -> kube::Result<()> {
+async fn create(api: &Api<DynamicObject>, step: &Step) -> kube::Result<Left> {
     let mut object: DynamicObject =
         serde_json::from_value(step.manifest.clone()).map_err(kube::Error::SerdeError)?;
     object.metadata.namespace = None;
-    api.create(&PostParams::default(), &object).await.map(drop)
+    api.create(&PostParams::default(), &object)
+        .await
+        .map(|o| spec_of(&o))
 }
 
 /// A delete of the object at `path` whose dependents go after it, as `kubectl delete` does (a Job
