@@ -18,8 +18,10 @@
 //! The oracles need no assertion from the user: the end state equals the reference run's (each
 //! difference named field by field); no duplicate child; no delete the reference run did not
 //! make; the run settles (no hot loop); a fresh manager started on the end state writes nothing
-//! (progress kept in memory shows here, even when the reference run has the same bug); no
-//! reconcile panics; no write from a manager after another took its place. Invariants of your own
+//! (progress kept in memory shows here, even when the reference run has the same bug); the spec
+//! of each of the workload's objects stays as the workload wrote it; no reconcile panics; no write
+//! from a manager after another took its place. Runs go side by side ([`Settings::parallel`]),
+//! each in a namespace of its own. Invariants of your own
 //! are checked after each step ([`Explorer::invariant`]).
 //!
 //! ```no_run
