@@ -43,9 +43,7 @@ fn main() -> Result<(), manager::Error> {
 async fn run(args: Args) -> Result<(), manager::Error> {
     let manager = Manager::builder(controller::MANAGER_NAME)
         .leader_election_id(LEADER_ELECTION_ID)
-        // Under the pod's `terminationGracePeriodSeconds: 10` (config/manager/manager.yaml): on
-        // SIGTERM, reconciles still running after 8 s are dropped and the Lease is released, before
-        // the kubelet's SIGKILL.
+        // Under `terminationGracePeriodSeconds: 10` (manager.yaml): the Lease goes before SIGKILL.
         .graceful_shutdown_timeout(Duration::from_secs(8))
         .start(args.manager)
         .await?;

@@ -113,9 +113,8 @@ pub async fn reconcile(object: Arc<Memcached>, ctx: Arc<Context>) -> Result<Acti
         // A Deployment with no owner wakes no one when it goes: look again in a minute.
         return Ok(Action::requeue(Duration::from_secs(60)));
     }
-    // The Deployment in the way is gone: withdraw the `Degraded` that named it now; the next
-    // rollout report sets all three conditions again.
     if let Some(status) = not_owned_withdrawn(object) {
+        // The Deployment in the way is gone: take back the `Degraded` that named it, at once.
         apply::status(&objects, object, &status, MANAGER_NAME).await?;
     }
 
@@ -296,13 +295,11 @@ pub fn desired_status(object: &Memcached, deployment: &Deployment) -> MemcachedS
     }
 }
 
-/// The status without `Degraded=DeploymentNotOwned`, when it reports that; `None` otherwise.
+/// The status without `Degraded=DeploymentNotOwned`, if it reports that.
 fn not_owned_withdrawn(object: &Memcached) -> Option<MemcachedStatus> {
-    let mut status = object.status.clone()?;
     let not_owned = |c: &Condition| c.type_ == DEGRADED && c.reason == "DeploymentNotOwned";
-    if !status.conditions.iter().any(not_owned) {
-        return None;
-    }
+    let reported = object.status.as_ref()?.conditions.iter().any(not_owned);
+    let mut status = object.status.clone().filter(|_| reported)?;
     status.conditions = own_conditions(object);
     status.conditions.retain(|c| !not_owned(c));
     Some(status)
