@@ -3,9 +3,9 @@
 //! project writes again (`make manifests`, which `alpha generate` runs) must be the same, semantically.
 //!
 //! One test, because it builds generated projects (their `crdgen`): our fixture
-//! (`tests/fixtures/migrate/`, every schema feature the migration handles), and when
-//! `../shared/kubebuilder/` (or `/work/shared/kubebuilder/`) is there, the CRDs of Kubebuilder's CronJob
-//! tutorials. What kube-rs and schemars cannot express is in [`GAPS`]; each case lists the gaps it
+//! (`tests/fixtures/migrate/`, every schema feature the migration handles), and when Kubebuilder's
+//! files are there (`KUBEBUILDER_PROJECT_FILES`, `../shared/kubebuilder/` or
+//! `/work/shared/kubebuilder/`), the CRDs of Kubebuilder's CronJob tutorials. What kube-rs and schemars cannot express is in [`GAPS`]; each case lists the gaps it
 //! shows, and the test checks the list is exact.
 
 use std::collections::BTreeSet;
@@ -278,9 +278,11 @@ fn compare_crds(input: Value, generated: Value) -> (BTreeSet<&'static str>, Vec<
 }
 
 fn shared_kubebuilder() -> Option<PathBuf> {
+    let named = std::env::var_os("KUBEBUILDER_PROJECT_FILES").map(PathBuf::from);
     let beside = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/kubebuilder");
-    [beside, PathBuf::from("/work/shared/kubebuilder")]
+    [named, Some(beside), Some(PathBuf::from("/work/shared/kubebuilder"))]
         .into_iter()
+        .flatten()
         .find(|p| p.is_dir())
 }
 

@@ -67,11 +67,6 @@ pub enum Error {
     #[error("leader election lost")]
     LeadershipLost,
 
-    /// With `--sharding`, this replica's shard Lease could not be renewed in time: the others may
-    /// already be taking its objects over.
-    #[error("shard membership lost")]
-    ShardLost,
-
     /// A second SIGTERM or Ctrl-C came while shutting down: the reconciles in flight were dropped.
     #[error("interrupted by a second signal")]
     Interrupted,
@@ -128,7 +123,6 @@ impl fmt::Debug for Error {
                 Error::Kube(error) => f.debug_tuple("Kube").field(error).finish(),
                 Error::ControllerStopped => f.write_str("ControllerStopped"),
                 Error::LeadershipLost => f.write_str("LeadershipLost"),
-                Error::ShardLost => f.write_str("ShardLost"),
                 Error::Interrupted => f.write_str("Interrupted"),
                 Error::ShutdownTimedOut(timeout) => {
                     f.debug_tuple("ShutdownTimedOut").field(timeout).finish()

@@ -1565,6 +1565,90 @@ async fn objects_handed_over_leave_the_queue_of_the_replica_that_gave_them_up() 
     }
 }
 
+/// Sharded (`--sharding`), replicas ride out an outage of the API server longer than their renew
+/// deadline: each drops its part at its fence and rejoins once a renewal gets through again, and
+/// work goes on after. Before, each replica's manager returned `ShardLost` (the process exits: every
+/// replica at once, into CrashLoopBackOff, and a new process cannot start while the API server is
+/// still away).
+#[tokio::test]
+async fn sharded_replicas_rejoin_after_the_api_server_was_away_past_their_renew_deadline() {
+    use rustbuilder_envtest::Component;
+
+    let mut env = TestEnv::builder().crd(Widget::crd()).start().await;
+    let mut replicas = Vec::new();
+    for _ in 0..2 {
+        let manager = sharded_manager(&env).await;
+        let configmaps = manager.owned::<ConfigMap>();
+        let ctx = Context::new(&manager, manager.client(), &configmaps);
+        let controllers = manager.controllers();
+        controllers.add(
+            manager
+                .controller(manager.api::<Widget>(), "widget")
+                .owns(&configmaps)
+                .run(reconcile, ctx),
+        );
+        let running = tokio::spawn(controllers.run());
+        replicas.push((manager, running));
+    }
+    let widgets: Api<Widget> = Api::namespaced(env.client(), "default");
+    let create = async |range: std::ops::Range<usize>| {
+        for i in range {
+            let object = widget(&format!("w{i}"), 1, 0);
+            widgets.create(&PostParams::default(), &object).await.unwrap();
+        }
+    };
+    let ready = async |count: usize| {
+        let Ok(list) = widgets.list(&ListParams::default()).await else {
+            return false;
+        };
+        let ready = list.items.iter().filter(|w| {
+            let conditions = w.status.as_ref().map(|s| s.conditions.clone());
+            conditions::is_true(&conditions.unwrap_or_default(), "Ready")
+        });
+        ready.count() == count
+    };
+    // Both replicas hold a part, and the parts cover the whole space.
+    let split = || {
+        let held = replicas.iter().map(|(m, _)| m.shard().unwrap().state().borrow().held.clone());
+        let held: Vec<_> = held.collect();
+        held.iter().all(|h| !h.is_empty()) && held[0].union(&held[1]).is_full()
+    };
+    create(0..10).await;
+    assert!(eventually(Duration::from_secs(30), async || ready(10).await && split()).await);
+
+    let mut states: Vec<_> = replicas.iter().map(|(m, _)| m.shard().unwrap().state()).collect();
+    env.stop(Component::KubeApiserver).await;
+    // The renew deadline (2 s) and 2 s more.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    for state in &mut states {
+        let lost = state.wait_for(|state| state.lost && state.held.is_empty());
+        let lost = tokio::time::timeout(Duration::from_secs(2), lost).await.is_ok();
+        assert!(lost, "a replica still holds a part: {:?}", *state.borrow());
+    }
+    env.start_component(Component::KubeApiserver).await;
+
+    create(10..20).await;
+    let converged = async || ready(20).await && split();
+    assert!(
+        eventually(Duration::from_secs(60), converged).await,
+        "the replicas did not converge after the outage: held {:?}",
+        replicas
+            .iter()
+            .map(|(m, _)| m.shard().unwrap().state().borrow().clone())
+            .collect::<Vec<_>>()
+    );
+    for (manager, running) in replicas {
+        assert!(!running.is_finished(), "a replica stopped: {:?}", running.await);
+        assert!(!manager.shard().unwrap().state().borrow().lost);
+        manager.shutdown();
+        tokio::time::timeout(Duration::from_secs(10), running)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+    }
+}
+
 /// How long a cache's list takes once its watch has expired, in [`expiring_configmaps`].
 const RELIST: Duration = Duration::from_secs(3);
 

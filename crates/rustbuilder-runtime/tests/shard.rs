@@ -717,7 +717,8 @@ async fn members_hand_ranges_over_without_overlap() {
     let left: Vec<String> = left.iter().map(|l| l.name_any()).collect();
     assert!(left.is_empty(), "Leases left behind: {left:?}");
 
-    // A member whose Lease is taken away (as another member does once it judges it expired) stops.
+    // A member whose Lease is taken away (as another member does once it judges it expired) drops
+    // everything, then rejoins with a new Lease and, alone, takes everything again.
     let e = Membership::new(client.clone(), "default", "alone")
         .identity("e")
         .timing(TIMING)
@@ -739,6 +740,14 @@ async fn members_hand_ranges_over_without_overlap() {
         e.state().borrow()
     );
     assert!(e.enter(&uid(0)).is_none() && e.state().borrow().held.is_empty());
+    let rejoined = eventually(Duration::from_secs(5), async || {
+        let state = e.state().borrow().clone();
+        !state.lost && state.held.is_full()
+    });
+    assert!(rejoined.await, "did not rejoin: {:?}", e.state().borrow());
+    assert!(e.enter(&uid(0)).is_some());
+    assert!(leases.get_opt("alone-shard-e").await.unwrap().is_some());
+    e.stop().await;
 
     let record = record.lock().unwrap();
     let members: BTreeSet<&str> = record.work.iter().map(|w| w.0.as_str()).collect();

@@ -2,7 +2,7 @@
 //! mid-wave for longer than its Lease (as under CPU throttling, or on a stalled node), then
 //! SIGCONTinued. It must not write once the others may hold its objects: kube-apiserver's audit log
 //! proves that no object was written by a replica that did not hold it alone (`support::shards`),
-//! and the stalled replica leaves.
+//! and the stalled replica rejoins once it renews its Lease (it does not exit).
 
 mod support;
 

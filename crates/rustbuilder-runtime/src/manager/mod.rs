@@ -1108,15 +1108,10 @@ impl Controllers {
                     return Err(Error::LeadershipLost);
                 }
             },
-            (None, Some(shard)) => tokio::select! {
-                stopped = &mut running => stopped,
-                () = shard.lost() => {
-                    // Exit at once: the others take this replica's objects once its Lease expires.
-                    error!("shard membership lost: exiting");
-                    return Err(Error::ShardLost);
-                }
-            },
-            (None, None) => running.await,
+            // A shard member that loses its place (the API server out of reach past the renew
+            // deadline) holds nothing until it renews again, then rejoins: no exit, so a replica
+            // does not crash-loop, nor all of them at once, through an outage of the API server.
+            (None, _) => running.await,
         };
         // The controllers have stopped: hand this replica's part over at once.
         if let Some(shard) = manager.shard() {

@@ -81,8 +81,9 @@ pub struct ShardState {
     pub members: usize,
     /// This member's place among them (sorted by identity), which names its part of the hash space.
     pub index: Option<usize>,
-    /// Set once the member could not renew its Lease within the renew deadline: it holds nothing
-    /// and stopped for good.
+    /// Set when the member could not renew its Lease within the renew deadline (the API server
+    /// out of reach, the process paused): it holds nothing until a renewal gets through again,
+    /// then claims its part anew and this is unset.
     pub lost: bool,
 }
 
@@ -190,6 +191,7 @@ impl Membership {
             members: 0,
             index: None,
             stopping: false,
+            lost: false,
         };
         let task = tokio::spawn(worker.run(stop_requested));
         *inner.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
@@ -326,9 +328,10 @@ impl Shard {
         })
     }
 
-    /// Resolves once the member has lost its place: it could not renew its Lease within the renew
-    /// deadline, so the others may take its ranges once the Lease expires. Stop the work admitted
-    /// so far at once (the manager exits, as when leader election is lost).
+    /// Resolves once the member has lost its place (at once if it has not rejoined since): it
+    /// could not renew its Lease within the renew deadline, so the others may take its ranges once
+    /// the Lease expires. It holds nothing then, and its fence has passed (the work admitted ends
+    /// there); it rejoins by itself once a renewal gets through again ([`ShardState::lost`]).
     pub async fn lost(&self) {
         let mut state = self.state();
         let _ = state.wait_for(|state| state.lost).await;
@@ -458,6 +461,8 @@ struct Worker {
     members: usize,
     index: Option<usize>,
     stopping: bool,
+    /// Lost its place and not renewed since ([`ShardState::lost`]).
+    lost: bool,
 }
 
 /// What a write of the own Lease found.
@@ -485,7 +490,8 @@ impl Worker {
                     lease = self.lease_name,
                     "the last shard lease renewal is older than {:?}", self.timing.renew_deadline
                 );
-                return self.lose().await;
+                self.lose().await;
+                continue;
             }
             // Renewing, and reading the group, must end before the renew deadline.
             let deadline = self.deadline(&published);
@@ -497,11 +503,17 @@ impl Worker {
                     self.shard
                         .fence
                         .open_until(sent + self.timing.renew_deadline);
+                    if self.lost {
+                        info!(lease = self.lease_name, "renewed the shard lease: rejoining");
+                        self.lost = false;
+                        self.publish_state();
+                    }
                     true
                 }
                 Ok(Written::Gone) if !published.is_empty() => {
                     error!(lease = self.lease_name, "the shard lease was taken away");
-                    return self.lose().await;
+                    self.lose().await;
+                    continue;
                 }
                 Ok(Written::Gone | Written::ReadBack) => false,
                 Ok(Written::Failed(error)) => {
@@ -515,7 +527,8 @@ impl Worker {
                     lease = self.lease_name,
                     "could not renew the shard lease within {:?}", self.timing.renew_deadline
                 );
-                return self.lose().await;
+                self.lose().await;
+                continue;
             }
             if self.stopping && published.is_empty() {
                 return self.leave().await;
@@ -877,7 +890,7 @@ impl Worker {
             held: self.active.union(&self.draining),
             members: self.members,
             index: self.index,
-            lost: false,
+            lost: self.lost,
         };
         if let Some(metrics) = &self.metrics {
             metrics
@@ -891,10 +904,11 @@ impl Worker {
         });
     }
 
-    /// Could not renew in time: holds nothing from now on, for good. The work admitted ends at
-    /// the fence (a controller cancels its reconciles there); the transition comes once it has
-    /// ended, or after the margin the others leave (lease duration − renew deadline).
-    async fn lose(mut self) {
+    /// Could not renew in time: holds nothing from now on, until a renewal gets through again (the
+    /// member then claims its part anew, as one that just joined). The work admitted ends at the
+    /// fence (a controller cancels its reconciles there); the transition comes once it has ended,
+    /// or after the margin the others leave (lease duration − renew deadline).
+    async fn lose(&mut self) {
         self.shard.fence.close();
         self.shard.gate().active = Ranges::none();
         let margin = self
@@ -909,16 +923,13 @@ impl Worker {
         let _ = tokio::time::timeout(margin, drained).await;
         self.active = Ranges::none();
         self.draining = Ranges::none();
+        self.claiming = Ranges::none();
         self.given_up.clear();
+        // Publishing nothing, the member has no deadline to keep until its next renewal.
+        self.renewed = None;
+        self.lost = true;
+        self.count_handover("lost");
         self.transition(Instant::now());
-        if let Some(metrics) = &self.metrics {
-            metrics.shard().set_share(&self.shard.group, 0.0);
-        }
-        self.shard.state.send_modify(|state| {
-            state.active = Ranges::none();
-            state.held = Ranges::none();
-            state.lost = true;
-        });
     }
 
     /// Holds nothing any more: deletes the Lease so that the others take over at once.

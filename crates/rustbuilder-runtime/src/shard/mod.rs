@@ -35,13 +35,16 @@
 //!   range forever: past the lease duration, the time the others would wait for a member that
 //!   vanished, the member revokes the permits still in flight there ([`Permit::revoked`]: a
 //!   controller drops the reconcile) and lets the range go once they are dropped.
-//! - A member that cannot renew its Lease within the renew deadline drops everything and stops
-//!   ([`Shard::lost`]), before its Lease expires; the others take its ranges only once the Lease has
+//! - A member that cannot renew its Lease within the renew deadline drops everything
+//!   ([`Shard::lost`]) before its Lease expires; the others take its ranges only once the Lease has
 //!   expired (and delete the Lease). The renew deadline counts from when the last successful
 //!   renewal was *sent*, and a member that wakes up past it (paused, throttled, starved) writes
 //!   nothing more: its [`Fence`] has passed, so [`Shard::enter`] admits nothing, the reconciles in
-//!   flight are cancelled, and the manager's client refuses the writes they would still send. A member that stops cleanly ([`Shard::stop`]) gives its ranges up
-//!   and deletes its Lease, so the others take over at once.
+//!   flight are cancelled, and the manager's client refuses the writes they would still send. It
+//!   rejoins once a renewal gets through again, claiming its part anew like a member that just
+//!   joined: an outage of the API server past the renew deadline costs the members their ranges
+//!   for a while, never their processes. A member that stops cleanly ([`Shard::stop`]) gives its
+//!   ranges up and deletes its Lease, so the others take over at once.
 //!
 //! ## Watching a shard
 //!
@@ -72,9 +75,9 @@
 //! sharded kind reads a [`Cache::sharded`](crate::cache::Cache::sharded) of its
 //! kind ([`ShardKey::Uid`]) and of each owned kind ([`ShardKey::ControllerOwner`]), and each
 //! reconcile first passes [`Shard::enter`] with the object's uid, holding the permit until it
-//! returns; an object outside the active ranges is skipped (its member reconciles it). The process
-//! exits when [`Shard::lost`] resolves, as it does when leader election is lost, and calls
-//! [`Shard::stop`] once its controllers have stopped.
+//! returns; an object outside the active ranges is skipped (its member reconciles it), and work
+//! in flight stops once the [`Shard::fence`] has passed. The process calls [`Shard::stop`] once
+//! its controllers have stopped.
 //!
 //! Uids the API server makes are random; made-up ones that differ only in their last characters
 //! (`uid-1`, `uid-2`) hash close together, into one range.
