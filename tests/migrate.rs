@@ -280,10 +280,14 @@ fn compare_crds(input: Value, generated: Value) -> (BTreeSet<&'static str>, Vec<
 fn shared_kubebuilder() -> Option<PathBuf> {
     let named = std::env::var_os("KUBEBUILDER_PROJECT_FILES").map(PathBuf::from);
     let beside = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/kubebuilder");
-    [named, Some(beside), Some(PathBuf::from("/work/shared/kubebuilder"))]
-        .into_iter()
-        .flatten()
-        .find(|p| p.is_dir())
+    [
+        named,
+        Some(beside),
+        Some(PathBuf::from("/work/shared/kubebuilder")),
+    ]
+    .into_iter()
+    .flatten()
+    .find(|p| p.is_dir())
 }
 
 /// A generation input: a PROJECT and the CRDs (`(file name, source)`), and the gaps each CRD shows.

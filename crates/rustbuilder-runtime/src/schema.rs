@@ -318,48 +318,64 @@ impl Builder<'_, '_> {
     }
 }
 
-/// How long a failed fetch of a schema is not tried again: until then, applies of the kind compare
-/// without it.
+/// How long a kind the API server does not describe is not asked for again: until then, applies of
+/// the kind compare list types by field name.
 const RETRY_AFTER: Duration = Duration::from_secs(60);
 
 enum Known {
     Schema(Arc<Schema>),
-    /// The API server did not describe the kind, or the fetch failed, at this time.
+    /// The API server did not describe the kind at this time.
     Missing(Instant),
 }
 
 static SCHEMAS: LazyLock<Mutex<HashMap<(String, String), Known>>> = LazyLock::new(Mutex::default);
 
 /// The schema of kind `api_version`/`kind` as `client`'s API server publishes it: fetched on first use
-/// and kept for the life of the process. `None` when the server does not publish it (Kubernetes
-/// before 1.27 without the OpenAPI v3 endpoint) or could not be asked; asked again a minute later.
-pub async fn for_kind(client: &kube::Client, api_version: &str, kind: &str) -> Option<Arc<Schema>> {
+/// and kept for the life of the process. `None` when the server does not describe it (Kubernetes
+/// before 1.27 has no OpenAPI v3 endpoint), asked again a minute later; an error when the server
+/// could not be asked (the caller fails, and is tried again, rather than compare by guesswork).
+pub async fn for_kind(
+    client: &kube::Client,
+    api_version: &str,
+    kind: &str,
+) -> kube::Result<Option<Arc<Schema>>> {
     let key = (api_version.to_string(), kind.to_string());
     match SCHEMAS.lock().unwrap().get(&key) {
-        Some(Known::Schema(schema)) => return Some(schema.clone()),
-        Some(Known::Missing(at)) if at.elapsed() < RETRY_AFTER => return None,
+        Some(Known::Schema(schema)) => return Ok(Some(schema.clone())),
+        Some(Known::Missing(at)) if at.elapsed() < RETRY_AFTER => return Ok(None),
         _ => {}
     }
-    let schema = fetch(client, api_version, kind).await.map(Arc::new);
+    let schema = fetch(client, api_version, kind).await?.map(Arc::new);
     let known = match &schema {
         Some(schema) => Known::Schema(schema.clone()),
         None => Known::Missing(Instant::now()),
     };
     SCHEMAS.lock().unwrap().insert(key, known);
-    schema
+    Ok(schema)
 }
 
-async fn fetch(client: &kube::Client, api_version: &str, kind: &str) -> Option<Schema> {
+async fn fetch(
+    client: &kube::Client,
+    api_version: &str,
+    kind: &str,
+) -> kube::Result<Option<Schema>> {
     let path = match api_version.split_once('/') {
         Some(_) => format!("/openapi/v3/apis/{api_version}"),
         None => format!("/openapi/v3/api/{api_version}"),
     };
-    let request = http::Request::get(&path).body(Vec::new()).ok()?;
+    let request = http::Request::get(&path)
+        .body(Vec::new())
+        .map_err(kube::Error::HttpError)?;
     let document = match client.request_text(request).await {
         Ok(document) => document,
+        // No OpenAPI v3 here, or not for this group and version.
+        Err(kube::Error::Api(status)) if status.code == 404 => {
+            warn!(%path, "no schema published: applies of {kind} compare list types by field name");
+            return Ok(None);
+        }
         Err(error) => {
-            warn!(%path, error = %error, "no schema: applies of {kind} compare list types by field name");
-            return None;
+            warn!(%path, %error, "cannot read the schema of {kind}");
+            return Err(error);
         }
     };
     let schema = Schema::from_document(&document, api_version, kind);
@@ -367,7 +383,7 @@ async fn fetch(client: &kube::Client, api_version: &str, kind: &str) -> Option<S
         Some(schema) => debug!(%path, kind, nodes = schema.nodes.len(), "schema read"),
         None => warn!(%path, "{kind} not described: its applies compare list types by field name"),
     }
-    schema
+    Ok(schema)
 }
 
 #[cfg(test)]

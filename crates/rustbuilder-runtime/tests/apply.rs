@@ -6,6 +6,7 @@ mod support;
 
 use std::time::Duration;
 
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, Patch, PatchParams};
@@ -427,6 +428,114 @@ async fn lists_merge_by_the_published_schema_not_their_name() {
     assert!(applied.is_changed(), "the opened port stays");
     let ingress = serde_json::to_value(&applied.object().spec.as_ref().unwrap().ingress).unwrap();
     assert_eq!(ingress, rule(json!([http])));
+}
+
+/// Built-in kinds default some fields in code without publishing the default (a NetworkPolicy
+/// port's `protocol`, a webhook rule's `scope`): the stored object never holds the wanted one by the
+/// schema's merge rules. The API server's answer to the first apply stands for it from then on:
+/// reconciling again sends nothing (before, each reconcile sent an apply that changed nothing and
+/// reported it as unchanged), while a foreign edit of the applied fields is still taken back.
+#[tokio::test]
+async fn defaults_the_api_server_does_not_publish_cost_one_apply_not_one_each_reconcile() {
+    let env = take_turn(shared_env).await;
+    let ns = env.namespace();
+    let client = env.client();
+
+    let policies: Api<NetworkPolicy> = Api::namespaced(client.clone(), ns);
+    let policy: NetworkPolicy = serde_json::from_value(json!({
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": { "name": "defaulted", "namespace": ns },
+        "spec": { "podSelector": {}, "ingress": [{ "ports": [{ "port": 80 }] }] },
+    }))
+    .unwrap();
+    let sent = reconciles(&client, &policies, &policy, "networkpolicies").await;
+    assert_eq!(
+        sent, 0,
+        "applies sent by 3 reconciles of a converged NetworkPolicy"
+    );
+    let stored = policies.get("defaulted").await.unwrap();
+    let ports = &stored.spec.unwrap().ingress.unwrap()[0].ports;
+    let protocol = ports.as_ref().unwrap()[0].protocol.clone();
+    assert_eq!(protocol.as_deref(), Some("TCP"), "the server's default");
+
+    // Another's edit of a field the operator applies is still a difference, and is taken back.
+    let params = PatchParams {
+        field_manager: Some("intruder".into()),
+        ..PatchParams::default()
+    };
+    let edit = json!({ "spec": { "ingress": [{ "ports": [{ "port": 8080 }] }] } });
+    policies
+        .patch("defaulted", &params, &Patch::Merge(edit))
+        .await
+        .unwrap();
+    let current = policies.get("defaulted").await.unwrap();
+    let applied = apply::apply(&policies, Some(&current), &policy, MANAGER)
+        .await
+        .unwrap();
+    assert!(applied.is_changed(), "the foreign port stays");
+    let ports = serde_json::to_value(&applied.object().spec.as_ref().unwrap().ingress).unwrap();
+    assert_eq!(
+        ports,
+        json!([{ "ports": [{ "port": 80, "protocol": "TCP" }] }])
+    );
+
+    // A webhook rule's `scope` (cluster-scoped: named after the namespace). Its rule matches no
+    // resource that exists, so the webhook never gets a request.
+    let webhooks: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let webhook: ValidatingWebhookConfiguration = serde_json::from_value(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": { "name": format!("{ns}-defaulted") },
+        "webhooks": [{
+            "name": "check.test.example.com",
+            "clientConfig": { "url": "https://127.0.0.1:9/check" },
+            "rules": [{
+                "apiGroups": ["test.example.com"],
+                "apiVersions": ["v1"],
+                "operations": ["CREATE"],
+                "resources": ["nothings"],
+            }],
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+        }],
+    }))
+    .unwrap();
+    let sent = reconciles(
+        &client,
+        &webhooks,
+        &webhook,
+        "validatingwebhookconfigurations",
+    )
+    .await;
+    assert_eq!(
+        sent, 0,
+        "applies sent by 3 reconciles of a converged webhook configuration"
+    );
+    webhooks
+        .delete(&format!("{ns}-defaulted"), &Default::default())
+        .await
+        .unwrap();
+}
+
+/// Applies `desired` (created), then reconciles it 3 times as a controller would, from what the API
+/// server holds; returns the applies the reconciles sent.
+async fn reconciles<K>(client: &kube::Client, api: &Api<K>, desired: &K, resource: &str) -> u64
+where
+    K: kube::Resource + Clone + std::fmt::Debug + Serialize + serde::de::DeserializeOwned,
+{
+    let created = apply::apply(api, None, desired, MANAGER).await.unwrap();
+    assert!(created.is_changed());
+    let name = desired.meta().name.clone().unwrap();
+    let before = support::requests(client, "APPLY", resource).await;
+    for _ in 0..3 {
+        let current = api.get(&name).await.unwrap();
+        let again = apply::apply(api, Some(&current), desired, MANAGER)
+            .await
+            .unwrap();
+        assert!(!again.is_changed());
+    }
+    support::requests(client, "APPLY", resource).await - before
 }
 
 /// A custom resource whose lists and status the tests below apply.

@@ -1594,7 +1594,10 @@ async fn sharded_replicas_rejoin_after_the_api_server_was_away_past_their_renew_
     let create = async |range: std::ops::Range<usize>| {
         for i in range {
             let object = widget(&format!("w{i}"), 1, 0);
-            widgets.create(&PostParams::default(), &object).await.unwrap();
+            widgets
+                .create(&PostParams::default(), &object)
+                .await
+                .unwrap();
         }
     };
     let ready = async |count: usize| {
@@ -1609,20 +1612,27 @@ async fn sharded_replicas_rejoin_after_the_api_server_was_away_past_their_renew_
     };
     // Both replicas hold a part, and the parts cover the whole space.
     let split = || {
-        let held = replicas.iter().map(|(m, _)| m.shard().unwrap().state().borrow().held.clone());
+        let held = replicas
+            .iter()
+            .map(|(m, _)| m.shard().unwrap().state().borrow().held.clone());
         let held: Vec<_> = held.collect();
         held.iter().all(|h| !h.is_empty()) && held[0].union(&held[1]).is_full()
     };
     create(0..10).await;
     assert!(eventually(Duration::from_secs(30), async || ready(10).await && split()).await);
 
-    let mut states: Vec<_> = replicas.iter().map(|(m, _)| m.shard().unwrap().state()).collect();
+    let mut states: Vec<_> = replicas
+        .iter()
+        .map(|(m, _)| m.shard().unwrap().state())
+        .collect();
     env.stop(Component::KubeApiserver).await;
     // The renew deadline (2 s) and 2 s more.
     tokio::time::sleep(Duration::from_secs(4)).await;
     for state in &mut states {
         let lost = state.wait_for(|state| state.lost && state.held.is_empty());
-        let lost = tokio::time::timeout(Duration::from_secs(2), lost).await.is_ok();
+        let lost = tokio::time::timeout(Duration::from_secs(2), lost)
+            .await
+            .is_ok();
         assert!(lost, "a replica still holds a part: {:?}", *state.borrow());
     }
     env.start_component(Component::KubeApiserver).await;
@@ -1638,7 +1648,11 @@ async fn sharded_replicas_rejoin_after_the_api_server_was_away_past_their_renew_
             .collect::<Vec<_>>()
     );
     for (manager, running) in replicas {
-        assert!(!running.is_finished(), "a replica stopped: {:?}", running.await);
+        assert!(
+            !running.is_finished(),
+            "a replica stopped: {:?}",
+            running.await
+        );
         assert!(!manager.shard().unwrap().state().borrow().lost);
         manager.shutdown();
         tokio::time::timeout(Duration::from_secs(10), running)

@@ -504,7 +504,10 @@ impl Worker {
                         .fence
                         .open_until(sent + self.timing.renew_deadline);
                     if self.lost {
-                        info!(lease = self.lease_name, "renewed the shard lease: rejoining");
+                        info!(
+                            lease = self.lease_name,
+                            "renewed the shard lease: rejoining"
+                        );
                         self.lost = false;
                         self.publish_state();
                     }

@@ -12,7 +12,12 @@
 //! difference), atomic maps and structs (`nodeSelector`, a `LabelSelector`) whole, and, when the
 //! current object carries this field manager's `managedFields` entry (the caches keep it), a field
 //! it set before and no longer sets is a difference too: the apply removes it. [`status`] compares
-//! the same way, with the entry of the `status` subresource.
+//! the same way, with the entry of the `status` subresource. Where the API server stores an applied
+//! object otherwise than the comparison expects (a default its schema does not publish, such as a
+//! NetworkPolicy port's `protocol`), its answer to the apply stands for the object until someone
+//! changes the fields applied. A schema the API server does not publish (before Kubernetes 1.27)
+//! leaves the list types to be known by field name; one it cannot be asked for is an error: the
+//! comparison would guess, and the reconcile is tried again.
 //!
 //! In a replica of a sharded operator (a [`shard`](crate::shard) member), an object with a controller
 //! owner is applied with the owner's bucket label ([`BUCKET_LABEL`](crate::shard::BUCKET_LABEL)), by
@@ -52,6 +57,8 @@ use tracing::debug;
 
 use crate::schema::{self, Schema, Shape};
 use crate::shard::bucket;
+
+mod answered;
 
 /// What [`apply`] did.
 #[derive(Clone, Debug, PartialEq)]
@@ -108,26 +115,52 @@ where
     };
     // In a shard member, a child carries its owner's bucket, by which the members select it.
     let desired = &*bucket::labelled(desired);
+    let wanted = serde_json::to_value(desired).map_err(kube::Error::SerdeError)?;
+    let schema = schema_of(api, &wanted).await?;
     if let Some(current) = current {
         let actual = actual_value(current)?;
-        let wanted = serde_json::to_value(desired).map_err(kube::Error::SerdeError)?;
-        let schema = schema_of(api, &wanted).await;
-        let comparison = Comparison::of(&actual, field_manager);
-        if comparison
-            .under(schema.as_deref())
-            .contains(&actual, &wanted)
-        {
+        let comparison = Comparison::of(&actual, field_manager).under(schema.as_deref());
+        if comparison.contains(&actual, &wanted) || answered::already(&actual, &wanted) {
             return Ok(Applied::Unchanged(current.clone()));
         }
     }
-    write(api, &name, current, desired, field_manager).await
+    let applied = write(api, &name, current, desired, field_manager).await?;
+    learn(&applied, &wanted, schema.as_deref(), field_manager)?;
+    Ok(applied)
 }
 
-/// The published schema of the kind `wanted` names (its `apiVersion` and `kind`).
-async fn schema_of<K: Clone>(api: &Api<K>, wanted: &Value) -> Option<Arc<Schema>> {
-    let api_version = wanted.get("apiVersion")?.as_str()?;
-    let kind = wanted.get("kind")?.as_str()?;
+/// The published schema of the kind `wanted` names (its `apiVersion` and `kind`); `None` when the
+/// API server does not describe it.
+async fn schema_of<K: Clone>(api: &Api<K>, wanted: &Value) -> kube::Result<Option<Arc<Schema>>> {
+    let api_version = wanted.get("apiVersion").and_then(Value::as_str);
+    let kind = wanted.get("kind").and_then(Value::as_str);
+    let (Some(api_version), Some(kind)) = (api_version, kind) else {
+        return Ok(None);
+    };
     schema::for_kind(&kube::Client::from(api.clone()), api_version, kind).await
+}
+
+/// Remembers the API server's answer to an apply of `wanted` when the comparison does not find
+/// `wanted` in it (see [`answered`]), so that the next apply of the same object is not sent.
+fn learn<K: Serialize>(
+    applied: &Applied<K>,
+    wanted: &Value,
+    schema: Option<&Schema>,
+    field_manager: &str,
+) -> kube::Result<()> {
+    let stored = actual_value(applied.object())?;
+    let comparison = Comparison::of(&stored, field_manager).under(schema);
+    if !comparison.contains(&stored, wanted) {
+        let name = stored
+            .pointer("/metadata/name")
+            .and_then(|name| name.as_str());
+        debug!(
+            name,
+            "stored otherwise than applied (a default the schema does not publish): the answer stands for it"
+        );
+        answered::remember(&stored, wanted);
+    }
+    Ok(())
 }
 
 /// `current` as JSON, with a `fieldsV1` that a [`Cache`](crate::cache::Cache) keeps as its JSON
@@ -193,13 +226,15 @@ where
     let desired = &*bucket::labelled(desired);
     let mut actual = actual_value(current)?;
     let wanted = serde_json::to_value(desired).map_err(kube::Error::SerdeError)?;
-    let schema = schema_of(api, &wanted).await;
+    let schema = schema_of(api, &wanted).await?;
     let comparison = Comparison::of(&actual, field_manager).under(schema.as_deref());
-    if comparison.contains(&actual, &wanted) {
+    if comparison.contains(&actual, &wanted) || answered::already(&actual, &wanted) {
         return Ok(Applied::Unchanged(current.clone()));
     }
     let Some(replicas) = resize(&actual, &wanted, comparison) else {
-        return write(api, name, Some(current), desired, field_manager).await;
+        let applied = write(api, name, Some(current), desired, field_manager).await?;
+        learn(&applied, &wanted, schema.as_deref(), field_manager)?;
+        return Ok(applied);
     };
     let params = PatchParams {
         field_manager: Some(field_manager.to_owned()),
@@ -249,7 +284,7 @@ where
         &K::api_version(&()),
         &K::kind(&()),
     )
-    .await;
+    .await?;
     let mut comparison = Comparison::of_status(&actual, field_manager);
     if let Some(shape) = schema.as_deref().and_then(|s| s.root().field("status")) {
         comparison = comparison.with_schema(shape);
