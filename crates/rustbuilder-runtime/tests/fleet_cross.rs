@@ -52,6 +52,8 @@ struct Context {
     spread: Copies,
     /// Failed reconciles, by owner.
     failures: Mutex<HashMap<String, usize>>,
+    /// When each owner's reconciles succeeded.
+    successes: Mutex<HashMap<String, Vec<Instant>>>,
 }
 
 impl Context {
@@ -59,16 +61,50 @@ impl Context {
         let failures = self.failures.lock().unwrap();
         failures.get(owner).copied().unwrap_or(0)
     }
+
+    /// Whether a reconcile of `owner` succeeded after `since`.
+    fn succeeded_since(&self, owner: &str, since: Instant) -> bool {
+        let successes = self.successes.lock().unwrap();
+        successes
+            .get(owner)
+            .into_iter()
+            .flatten()
+            .any(|at| *at > since)
+    }
 }
 
-/// [`copy`], its failures counted.
+/// [`copy`], its failures and successes counted.
 async fn reconcile(owner: Arc<ConfigMap>, ctx: Arc<Context>) -> Result<Action, SpreadError> {
     let result = copy(owner.clone(), &ctx.spread).await;
-    if result.is_err() {
-        let mut failures = ctx.failures.lock().unwrap();
-        *failures.entry(owner.name_any()).or_default() += 1;
+    match result {
+        Ok(_) => {
+            let mut successes = ctx.successes.lock().unwrap();
+            successes
+                .entry(owner.name_any())
+                .or_default()
+                .push(Instant::now());
+        }
+        Err(_) => {
+            *ctx.failures
+                .lock()
+                .unwrap()
+                .entry(owner.name_any())
+                .or_default() += 1
+        }
     }
     result
+}
+
+/// A member whose API server accepts connections and never answers: the address of a listener that
+/// holds every connection open, unread.
+fn silent_member() -> kube::Config {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let held: Vec<_> = listener.incoming().collect();
+        drop(held);
+    });
+    kube::Config::new(format!("http://{address}").parse().unwrap())
 }
 
 /// Each member that the owner's `clusters` key names gets a copy of it, `<owner>-copy`, holding its
@@ -106,6 +142,7 @@ fn add_copies(manager: &Manager, fleet: &Fleet) -> Arc<Context> {
     let ctx = Arc::new(Context {
         spread: spread.clone(),
         failures: Mutex::default(),
+        successes: Mutex::default(),
     });
     let controller = manager
         .controller(manager.api::<ConfigMap>(), "copies")
@@ -381,6 +418,41 @@ async fn a_spread_keeps_children_in_the_members_its_owners_select() {
     let gone = eventually(FAST, async || is_gone(&a, "cache").await).await;
     assert!(gone, "engaged again: cache is not deleted");
     eprintln!("scenario 'disengaged' took {:?}", scenario.elapsed());
+
+    // -- A member engaged whose API server never answers: the owners that do not select it are
+    // reconciled at once (before, each waited 10 s for it and failed), made and deleted alike.
+    let scenario = Instant::now();
+    engage("delta", silent_member());
+    let engaged = eventually(FAST, async || fleet.cluster("delta").is_some()).await;
+    assert!(engaged, "silent: delta is not engaged");
+    create_owner(&a, "solo", "bravo", "s1").await;
+    let made = payload_becomes(&b, "solo-copy", Some("s1"), FAST).await;
+    assert!(made.is_some(), "silent: bravo got no copy of solo");
+    // The reconcile that made the copy ends without waiting for delta.
+    let copied = Instant::now();
+    let soon = Duration::from_secs(3);
+    let done = eventually(soon, async || ctx.succeeded_since("solo", copied)).await;
+    assert!(
+        done && ctx.failures("solo") == 0,
+        "silent: solo's reconcile waited for delta ({} failures)",
+        ctx.failures("solo")
+    );
+    configmaps(&a)
+        .delete("solo", &DeleteParams::default())
+        .await
+        .unwrap();
+    let gone = eventually(soon, async || is_gone(&a, "solo").await).await;
+    assert!(gone, "silent: solo's deletion waited for delta");
+    assert!(
+        is_gone(&b, "solo-copy").await,
+        "silent: bravo keeps solo's copy"
+    );
+    announce
+        .unbounded_send(Announcement::Disengage {
+            name: "delta".into(),
+        })
+        .unwrap();
+    eprintln!("scenario 'silent member' took {:?}", scenario.elapsed());
 
     manager.shutdown();
     let stopped = tokio::time::timeout(FAST, running).await;

@@ -372,6 +372,12 @@ where
         recorded: bool,
     ) -> Result<bool, kube::Error> {
         let cache = self.cache_in(cluster);
+        if wanted.is_empty() && !recorded && !cache.completeness().is_complete() {
+            // No child of the owner can be there (a member is recorded before its first child is
+            // made), and the member's watch has not listed yet: it may not answer at all, and an
+            // owner that does not select it must not wait for it.
+            return Ok(false);
+        }
         let field_manager = cluster.manager().name().to_string();
         let mut kept = BTreeSet::new();
         for child in wanted {
@@ -415,6 +421,7 @@ where
         let identity = self.identity(owner)?;
         let identity = &identity;
         let recorded = recorded_members(owner, &Self::finalizer());
+        let listed = &recorded;
         let work = self
             .inner
             .fleet
@@ -422,7 +429,12 @@ where
             .into_iter()
             .map(|cluster| async move {
                 let result = async {
-                    let children = self.listed(&cluster, &identity.uid).await?;
+                    let children = match listed.contains(cluster.name()) {
+                        true => self.listed(&cluster, &identity.uid).await?,
+                        // None was made there (see `spread_in`): what its watch holds, if it has
+                        // listed, without asking a member that may not answer.
+                        false => self.watched(&cluster, &identity.uid),
+                    };
                     let policy = PropagationPolicy::Background;
                     crate::children::delete(&cluster.client(), &children, policy).await?;
                     Ok(())
@@ -513,6 +525,20 @@ where
             return Ok(children.filter(|c| uid_of(&**c) == Some(uid)).collect());
         }
         self.listed(cluster, uid).await
+    }
+
+    /// The owner's children in `cluster` as the watch of them holds them; none before it has
+    /// listed.
+    fn watched(&self, cluster: &Cluster, uid: &str) -> Vec<Arc<C>> {
+        let cache = self.cache_in(cluster);
+        match cache.completeness().is_complete() {
+            true => cache
+                .list()
+                .into_iter()
+                .filter(|c| uid_of(&**c) == Some(uid))
+                .collect(),
+            false => Vec::new(),
+        }
     }
 
     /// The owner's children in `cluster`, listed by the API server.
