@@ -1409,13 +1409,16 @@ fn widget_queue_depth(manager: &Manager) -> Option<f64> {
 /// A manager started with `--sharding` (short Lease timings) on `env`'s API server, as a replica
 /// in a process of its own would be.
 async fn sharded_manager(env: &TestEnv) -> Manager {
-    let timing = rustbuilder_runtime::manager::leader::Timing {
+    support::sharded_manager(env, MANAGER, None, TIMING).await
+}
+
+/// Short Lease timings for the sharded managers of these tests.
+const TIMING: rustbuilder_runtime::manager::leader::Timing =
+    rustbuilder_runtime::manager::leader::Timing {
         lease_duration: Duration::from_secs(3),
         renew_deadline: Duration::from_secs(2),
         retry_period: Duration::from_millis(500),
     };
-    support::sharded_manager(env, MANAGER, None, timing).await
-}
 
 /// Sharded, the default owned cache of a replica holds the children of the objects in its part,
 /// placed by their controller reference, labelled or not: a ConfigMap made by hand for a Widget is
@@ -1567,17 +1570,15 @@ async fn objects_handed_over_leave_the_queue_of_the_replica_that_gave_them_up() 
 
 /// Sharded (`--sharding`), replicas ride out an outage of the API server longer than their renew
 /// deadline: each drops its part at its fence and rejoins once a renewal gets through again, and
-/// work goes on after. Before, each replica's manager returned `ShardLost` (the process exits: every
-/// replica at once, into CrashLoopBackOff, and a new process cannot start while the API server is
-/// still away).
+/// work goes on after; a replica started meanwhile waits for the API server and joins. Before, each
+/// replica's manager returned `ShardLost` (the process exits: every replica at once, into
+/// CrashLoopBackOff), and a manager started while the API server was away failed at once.
 #[tokio::test]
 async fn sharded_replicas_rejoin_after_the_api_server_was_away_past_their_renew_deadline() {
     use rustbuilder_envtest::Component;
 
     let mut env = TestEnv::builder().crd(Widget::crd()).start().await;
-    let mut replicas = Vec::new();
-    for _ in 0..2 {
-        let manager = sharded_manager(&env).await;
+    let run = |manager: Manager| {
         let configmaps = manager.owned::<ConfigMap>();
         let ctx = Context::new(&manager, manager.client(), &configmaps);
         let controllers = manager.controllers();
@@ -1587,8 +1588,11 @@ async fn sharded_replicas_rejoin_after_the_api_server_was_away_past_their_renew_
                 .owns(&configmaps)
                 .run(reconcile, ctx),
         );
-        let running = tokio::spawn(controllers.run());
-        replicas.push((manager, running));
+        (manager, tokio::spawn(controllers.run()))
+    };
+    let mut replicas = Vec::new();
+    for _ in 0..2 {
+        replicas.push(run(sharded_manager(&env).await));
     }
     let widgets: Api<Widget> = Api::namespaced(env.client(), "default");
     let create = async |range: std::ops::Range<usize>| {
@@ -1610,16 +1614,20 @@ async fn sharded_replicas_rejoin_after_the_api_server_was_away_past_their_renew_
         });
         ready.count() == count
     };
-    // Both replicas hold a part, and the parts cover the whole space.
-    let split = || {
+    // Each replica holds a part, and the parts cover the whole space.
+    let split = |replicas: &[(Manager, _)]| {
         let held = replicas
             .iter()
             .map(|(m, _)| m.shard().unwrap().state().borrow().held.clone());
         let held: Vec<_> = held.collect();
-        held.iter().all(|h| !h.is_empty()) && held[0].union(&held[1]).is_full()
+        let all = held
+            .iter()
+            .fold(shard::Ranges::none(), |all, h| all.union(h));
+        held.iter().all(|h| !h.is_empty()) && all.is_full()
     };
     create(0..10).await;
-    assert!(eventually(Duration::from_secs(30), async || ready(10).await && split()).await);
+    let converged = async || ready(10).await && split(&replicas);
+    assert!(eventually(Duration::from_secs(30), converged).await);
 
     let mut states: Vec<_> = replicas
         .iter()
@@ -1635,10 +1643,23 @@ async fn sharded_replicas_rejoin_after_the_api_server_was_away_past_their_renew_
             .is_ok();
         assert!(lost, "a replica still holds a part: {:?}", *state.borrow());
     }
+    // A third replica starts meanwhile: it waits for the API server instead of failing.
+    let third = tokio::spawn({
+        let kubeconfig = env.kubeconfig().to_owned();
+        async move { support::sharded_manager_of(&kubeconfig, MANAGER, None, TIMING).await }
+    });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        !third.is_finished(),
+        "the third replica did not wait: {:?}",
+        third.await
+    );
     env.start_component(Component::KubeApiserver).await;
+    let third = tokio::time::timeout(Duration::from_secs(30), third).await;
+    replicas.push(run(third.expect("the third replica still waits").unwrap()));
 
     create(10..20).await;
-    let converged = async || ready(20).await && split();
+    let converged = async || ready(20).await && split(&replicas);
     assert!(
         eventually(Duration::from_secs(60), converged).await,
         "the replicas did not converge after the outage: held {:?}",

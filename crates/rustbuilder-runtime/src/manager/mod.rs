@@ -885,7 +885,7 @@ impl ManagerBuilder {
         // `shard::Fence`).
         let fence = Fence::new();
         let client = counted_client(config, &metrics, &fence, &self.name, &identity)?;
-        let server = client.apiserver_version().await?;
+        let server = api_server_version(&client).await?;
         info!(version = %server.git_version, "connected to the API server");
 
         if args.sharding && args.leader_elect {
@@ -1229,6 +1229,26 @@ pub fn pod_namespace() -> String {
 
 /// The client configuration `--kubeconfig` and `--context` describe; without them, in-cluster
 /// config, else the kubeconfig of `$KUBECONFIG` or `~/.kube/config`, as kubectl finds it.
+/// The API server's version, asked until it answers: a replica started while the API server is
+/// away (an upgrade of the control plane, an outage) waits for it, with backoff up to 5 s, instead
+/// of exiting into CrashLoopBackOff. An answer that refuses (bad credentials, say) fails at once.
+async fn api_server_version(
+    client: &kube::Client,
+) -> Result<k8s_openapi::apimachinery::pkg::version::Info, Error> {
+    let mut pause = Duration::from_millis(250);
+    loop {
+        match client.apiserver_version().await {
+            Ok(version) => return Ok(version),
+            Err(error @ kube::Error::Api(_)) => return Err(error.into()),
+            Err(error) => {
+                warn!(%error, "the API server does not answer: asking again in {pause:?}");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
 async fn client_config(args: &ManagerArgs) -> Result<kube::Config, Error> {
     use kube::config::{KubeConfigOptions, Kubeconfig};
     if args.kubeconfig.is_none() && args.context.is_none() {

@@ -604,12 +604,22 @@ pub async fn sharded_manager(
     identity: Option<&str>,
     timing: rustbuilder_runtime::manager::leader::Timing,
 ) -> rustbuilder_runtime::Manager {
+    sharded_manager_of(env.kubeconfig(), name, identity, timing).await
+}
+
+/// [`sharded_manager`] on the API server of `kubeconfig`.
+pub async fn sharded_manager_of(
+    kubeconfig: &std::path::Path,
+    name: &str,
+    identity: Option<&str>,
+    timing: rustbuilder_runtime::manager::leader::Timing,
+) -> rustbuilder_runtime::Manager {
     #[derive(clap::Parser)]
     struct Args {
         #[command(flatten)]
         manager: rustbuilder_runtime::manager::ManagerArgs,
     }
-    let kubeconfig = env.kubeconfig().display().to_string();
+    let kubeconfig = kubeconfig.display().to_string();
     let args = [
         "manager",
         "--kubeconfig",
