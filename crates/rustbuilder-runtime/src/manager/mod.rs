@@ -41,6 +41,7 @@ use crate::webhook::{self, Webhooks};
 pub(crate) mod auth;
 pub(crate) mod http;
 pub mod leader;
+mod limits;
 
 pub use crate::error::{Cause, Error};
 pub use crate::scope::WatchScope;
@@ -861,11 +862,13 @@ impl ManagerBuilder {
         self
     }
 
-    /// Starts the manager process: sets up logging, connects to the API server, serves the health
-    /// probes and metrics, and handles signals (SIGTERM or Ctrl-C requests a graceful shutdown; a
+    /// Starts the manager process: raises the soft limit of open files to the hard one (as Go
+    /// does), sets up logging, connects to the API server (waiting for it while it does not
+    /// answer), serves the health probes and metrics, and handles signals (SIGTERM or Ctrl-C requests a graceful shutdown; a
     /// second one makes [`Controllers::run`] return [`Error::Interrupted`] at once).
     pub async fn start(self, args: ManagerArgs) -> Result<Manager, Error> {
         self.lease_timing.check()?;
+        limits::raise_open_files();
         match self.logging {
             Logging::Default => init_logging(&args)?,
             Logging::Subscriber(dispatch) => {
