@@ -52,8 +52,8 @@ struct Context {
     spread: Copies,
     /// Failed reconciles, by owner.
     failures: Mutex<HashMap<String, usize>>,
-    /// When each owner's reconciles succeeded.
-    successes: Mutex<HashMap<String, Vec<Instant>>>,
+    /// Successful reconciles that spread (the owner carried the finalizer), by owner.
+    spreads: Mutex<HashMap<String, usize>>,
 }
 
 impl Context {
@@ -62,36 +62,23 @@ impl Context {
         failures.get(owner).copied().unwrap_or(0)
     }
 
-    /// Whether a reconcile of `owner` succeeded after `since`.
-    fn succeeded_since(&self, owner: &str, since: Instant) -> bool {
-        let successes = self.successes.lock().unwrap();
-        successes
-            .get(owner)
-            .into_iter()
-            .flatten()
-            .any(|at| *at > since)
+    fn spreads(&self, owner: &str) -> usize {
+        let spreads = self.spreads.lock().unwrap();
+        spreads.get(owner).copied().unwrap_or(0)
     }
 }
 
-/// [`copy`], its failures and successes counted.
+/// [`copy`], its failures counted, and its successes once the owner has the finalizer (the first
+/// reconcile only adds it).
 async fn reconcile(owner: Arc<ConfigMap>, ctx: Arc<Context>) -> Result<Action, SpreadError> {
+    let spreads = owner.finalizers().iter().any(|f| f == FINALIZER);
     let result = copy(owner.clone(), &ctx.spread).await;
-    match result {
-        Ok(_) => {
-            let mut successes = ctx.successes.lock().unwrap();
-            successes
-                .entry(owner.name_any())
-                .or_default()
-                .push(Instant::now());
-        }
-        Err(_) => {
-            *ctx.failures
-                .lock()
-                .unwrap()
-                .entry(owner.name_any())
-                .or_default() += 1
-        }
-    }
+    let counts = match (&result, spreads) {
+        (Ok(_), true) => &ctx.spreads,
+        (Ok(_), false) => return result,
+        (Err(_), _) => &ctx.failures,
+    };
+    *counts.lock().unwrap().entry(owner.name_any()).or_default() += 1;
     result
 }
 
@@ -142,7 +129,7 @@ fn add_copies(manager: &Manager, fleet: &Fleet) -> Arc<Context> {
     let ctx = Arc::new(Context {
         spread: spread.clone(),
         failures: Mutex::default(),
-        successes: Mutex::default(),
+        spreads: Mutex::default(),
     });
     let controller = manager
         .controller(manager.api::<ConfigMap>(), "copies")
@@ -429,9 +416,8 @@ async fn a_spread_keeps_children_in_the_members_its_owners_select() {
     let made = payload_becomes(&b, "solo-copy", Some("s1"), FAST).await;
     assert!(made.is_some(), "silent: bravo got no copy of solo");
     // The reconcile that made the copy ends without waiting for delta.
-    let copied = Instant::now();
     let soon = Duration::from_secs(3);
-    let done = eventually(soon, async || ctx.succeeded_since("solo", copied)).await;
+    let done = eventually(soon, async || ctx.spreads("solo") >= 1).await;
     assert!(
         done && ctx.failures("solo") == 0,
         "silent: solo's reconcile waited for delta ({} failures)",
