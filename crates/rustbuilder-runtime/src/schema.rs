@@ -10,7 +10,9 @@
 //! A [`Schema`] keeps only that: the merge type of every field reachable from the kind, the defaults
 //! the schema declares, and which values are quantities. It is built from the group version's
 //! document (`/openapi/v3/apis/<group>/<version>`, readable by every authenticated user), fetched
-//! once per kind and process and kept; the document itself is read without being held as a tree.
+//! once per kind and process and kept ten minutes; the document itself is read without being held
+//! as a tree. The schemas are the process's, not each cluster's: the clusters of a fleet that serve
+//! one kind are compared by the schema of the first that was asked.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -321,36 +323,47 @@ impl Builder<'_, '_> {
 /// How long a kind the API server does not describe is not asked for again: until then, applies of
 /// the kind compare list types by field name.
 const RETRY_AFTER: Duration = Duration::from_secs(60);
+/// How long a schema is kept before it is read again: a CRD upgraded meanwhile (a list that became
+/// a map list, say) is compared by its new schema after at most this long.
+const REFRESH_AFTER: Duration = Duration::from_secs(600);
 
 enum Known {
-    Schema(Arc<Schema>),
+    Schema(Arc<Schema>, Instant),
     /// The API server did not describe the kind at this time.
     Missing(Instant),
 }
 
-static SCHEMAS: LazyLock<Mutex<HashMap<(String, String), Known>>> = LazyLock::new(Mutex::default);
+/// One entry per kind, each behind a lock of its own: the first caller fetches while the others
+/// wait for its answer, so concurrent first reconciles fetch a kind once.
+type Entry = Arc<tokio::sync::Mutex<Option<Known>>>;
+
+static SCHEMAS: LazyLock<Mutex<HashMap<(String, String), Entry>>> = LazyLock::new(Mutex::default);
 
 /// The schema of kind `api_version`/`kind` as `client`'s API server publishes it: fetched on first use
-/// and kept for the life of the process. `None` when the server does not describe it (Kubernetes
-/// before 1.27 has no OpenAPI v3 endpoint), asked again a minute later; an error when the server
-/// could not be asked (the caller fails, and is tried again, rather than compare by guesswork).
+/// (once, however many ask at once) and kept for ten minutes. `None` when the server does not
+/// describe it (Kubernetes before 1.27 has no OpenAPI v3 endpoint), asked again a minute later; an
+/// error when the server could not be asked (the caller fails, and is tried again, rather than
+/// compare by guesswork).
 pub async fn for_kind(
     client: &kube::Client,
     api_version: &str,
     kind: &str,
 ) -> kube::Result<Option<Arc<Schema>>> {
     let key = (api_version.to_string(), kind.to_string());
-    match SCHEMAS.lock().unwrap().get(&key) {
-        Some(Known::Schema(schema)) => return Ok(Some(schema.clone())),
+    let entry = SCHEMAS.lock().unwrap().entry(key).or_default().clone();
+    let mut known = entry.lock().await;
+    match &*known {
+        Some(Known::Schema(schema, at)) if at.elapsed() < REFRESH_AFTER => {
+            return Ok(Some(schema.clone()));
+        }
         Some(Known::Missing(at)) if at.elapsed() < RETRY_AFTER => return Ok(None),
         _ => {}
     }
     let schema = fetch(client, api_version, kind).await?.map(Arc::new);
-    let known = match &schema {
-        Some(schema) => Known::Schema(schema.clone()),
+    *known = Some(match &schema {
+        Some(schema) => Known::Schema(schema.clone(), Instant::now()),
         None => Known::Missing(Instant::now()),
-    };
-    SCHEMAS.lock().unwrap().insert(key, known);
+    });
     Ok(schema)
 }
 

@@ -4,6 +4,8 @@
 
 mod support;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
@@ -25,7 +27,7 @@ const MANAGER: &str = "scaler";
 /// The control plane the tests take turns on, each in a namespace of its own: they count the requests
 /// the API server answered.
 fn shared_env() -> TestEnvBuilder {
-    TestEnv::builder().crd(Gadget::crd())
+    TestEnv::builder().crd(Gadget::crd()).crd(Sprocket::crd())
 }
 
 fn deployment(namespace: &str, replicas: i32, tier: &str) -> Deployment {
@@ -621,4 +623,79 @@ async fn custom_resources_merge_by_their_crd_and_status_by_ownership() {
     assert!(wrote.unwrap(), "the phase no longer set stays");
     let now = api.get("g").await.unwrap().status.unwrap();
     assert_eq!((now.ready, now.phase), (Some(1), None));
+}
+
+/// A custom resource whose schema no other test of this process reads.
+#[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[kube(
+    group = "test.example.com",
+    version = "v1",
+    kind = "Sprocket",
+    namespaced
+)]
+struct SprocketSpec {
+    teeth: i32,
+}
+
+/// A client that counts the requests for OpenAPI documents (the schemas) it sends.
+#[derive(Clone)]
+struct CountingSchemas {
+    client: kube::Client,
+    fetched: Arc<AtomicUsize>,
+}
+
+impl tower::Service<http::Request<kube::client::Body>> for CountingSchemas {
+    type Response = http::Response<kube::client::Body>;
+    type Error = kube::Error;
+    type Future = futures::future::BoxFuture<'static, Result<Self::Response, kube::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), kube::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<kube::client::Body>) -> Self::Future {
+        if request.uri().path().starts_with("/openapi/v3") {
+            self.fetched.fetch_add(1, Ordering::SeqCst);
+        }
+        let client = self.client.clone();
+        Box::pin(async move { client.send(request).await })
+    }
+}
+
+/// The first reconciles of a kind, at once, fetch its schema once: the others wait for the first
+/// one's answer (before, each of the 8 fetched the document of the kind's group version).
+#[tokio::test]
+async fn concurrent_first_applies_of_a_kind_fetch_its_schema_once() {
+    let env = take_turn(shared_env).await;
+    let ns = env.namespace();
+    let counting = CountingSchemas {
+        client: env.client(),
+        fetched: Arc::default(),
+    };
+    let api: Api<Sprocket> = Api::namespaced(kube::Client::new(counting.clone(), ns), ns);
+    let sprocket = |i: usize, teeth: i32| {
+        let mut sprocket = Sprocket::new(&format!("s{i}"), SprocketSpec { teeth });
+        sprocket.metadata.namespace = Some(ns.to_string());
+        sprocket
+    };
+    let mut created = Vec::new();
+    for i in 0..8 {
+        let object = api
+            .create(&Default::default(), &sprocket(i, 1))
+            .await
+            .unwrap();
+        created.push(object);
+    }
+    let applies = created.iter().enumerate().map(|(i, current)| {
+        let api = api.clone();
+        let desired = sprocket(i, 2);
+        async move { apply::apply(&api, Some(current), &desired, MANAGER).await }
+    });
+    for applied in futures::future::join_all(applies).await {
+        assert!(applied.unwrap().is_changed());
+    }
+    assert_eq!(counting.fetched.load(Ordering::SeqCst), 1, "schema fetches");
 }
