@@ -406,6 +406,39 @@ async fn a_spread_keeps_children_in_the_members_its_owners_select() {
     assert!(gone, "engaged again: cache is not deleted");
     eprintln!("scenario 'disengaged' took {:?}", scenario.elapsed());
 
+    // -- A member gone for good (disengaged, never to come back) holds the deletion of the owners
+    // that had children there, until someone gives it up: removing it from the owner's annotation
+    // lets the owner go (its copy there is left to whoever deletes the member).
+    let scenario = Instant::now();
+    create_owner(&a, "lost", "charlie", "l1").await;
+    let made = payload_becomes(&c, "lost-copy", Some("l1"), FAST).await;
+    assert!(made.is_some(), "gone: charlie got no copy of lost");
+    announce
+        .unbounded_send(Announcement::Disengage {
+            name: "charlie".into(),
+        })
+        .unwrap();
+    let away = eventually(FAST, async || fleet.cluster("charlie").is_none()).await;
+    assert!(away, "gone: charlie is still engaged");
+    configmaps(&a)
+        .delete("lost", &DeleteParams::default())
+        .await
+        .unwrap();
+    let failed = eventually(FAST, async || ctx.failures("lost") >= 1).await;
+    assert!(failed, "gone: deleting lost did not wait for charlie");
+    assert!(
+        !is_gone(&a, "lost").await,
+        "gone: lost went with its copy in charlie"
+    );
+    let give_up = json!({ "metadata": { "annotations": { FINALIZER: null } } });
+    configmaps(&a)
+        .patch("lost", &PatchParams::default(), &Patch::Merge(give_up))
+        .await
+        .unwrap();
+    let gone = eventually(FAST, async || is_gone(&a, "lost").await).await;
+    assert!(gone, "gone: lost stays after charlie was given up");
+    eprintln!("scenario 'gone for good' took {:?}", scenario.elapsed());
+
     // -- A member engaged whose API server never answers: the owners that do not select it are
     // reconciled at once (before, each waited 10 s for it and failed), made and deleted alike.
     let scenario = Instant::now();
