@@ -1067,14 +1067,7 @@ impl<'a> Run<'a> {
             let lease = leases.get_opt(LEASE).await.map_err(|e| e.to_string())?;
             let spec = lease.and_then(|l| l.spec).unwrap_or_default();
             if spec.holder_identity.as_deref() == Some(standby_identity.as_str()) {
-                let taken = spec.acquire_time.map_or_else(Instant::now, |t| {
-                    let micros = t.0.as_microsecond();
-                    let now = SystemTime::now()
-                        .duration_since(SystemTime::UNIX_EPOCH)
-                        .map_or(0, |d| d.as_micros() as i64);
-                    let ago = Duration::from_micros(now.saturating_sub(micros).max(0) as u64);
-                    Instant::now().checked_sub(ago).unwrap_or_else(Instant::now)
-                });
+                let taken = acquired_at(&spec);
                 self.recorder.supersede(leader_id, taken);
                 self.recorder.lead(standby_id, taken);
                 return Ok(());
@@ -1087,6 +1080,22 @@ impl<'a> Run<'a> {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// Waits for the one live process, just started, to take the Lease, and records from when it
+    /// leads.
+    async fn new_leader(&mut self) -> Result<(), String> {
+        let incarnation = self.live.first().ok_or("no process to lead")?;
+        let (id, manager) = (incarnation.id, incarnation.manager.clone());
+        let timeout = self.explorer.settings.settle_timeout;
+        tokio::time::timeout(timeout, manager.until_leading())
+            .await
+            .map_err(|_| format!("no manager led within {timeout:?} of the last one's loss"))?;
+        let leases: Api<Lease> = Api::namespaced(self.explorer.client.clone(), &self.namespace);
+        let lease = leases.get_opt(LEASE).await.map_err(|e| e.to_string())?;
+        let spec = lease.and_then(|l| l.spec).unwrap_or_default();
+        self.recorder.lead(id, acquired_at(&spec));
+        Ok(())
     }
 
     /// The revision of the API server now, as a list of the step's kind reports it.
@@ -1244,9 +1253,18 @@ impl<'a> Run<'a> {
                 outcomes = self.live_outcomes();
                 continue;
             }
-            // A leader that lost its Lease has stopped its controllers, as its process would exit.
+            // A leader that lost its Lease has stopped its controllers, as its process would exit;
+            // with no other process left, its Deployment starts a new one (a leader that misses
+            // its renew deadline on a loaded machine, say).
             if let Some(done) = self.live.iter().position(|i| i.task.is_finished()) {
                 self.stop(done);
+                if self.live.is_empty() {
+                    self.spawn(Faults::default())?;
+                    if self.leader_mode() {
+                        self.new_leader().await?;
+                    }
+                    changed = Instant::now();
+                }
                 outcomes = self.live_outcomes();
                 continue;
             }
@@ -1267,11 +1285,11 @@ impl<'a> Run<'a> {
                 failing = errors > outcomes.1;
             }
             outcomes = (successes, errors);
-            let idle = self
-                .live
-                .iter()
-                .filter(|i| i.manager.is_leading())
-                .all(|i| {
+            // Under leader election, no leader is no rest: one is about to take over.
+            let mut leading = self.live.iter().filter(|i| i.manager.is_leading());
+            let led = !self.leader_mode() || leading.clone().next().is_some();
+            let idle = led
+                && leading.all(|i| {
                     i.manager.ready().is_ok()
                         && metric(&i.manager, "cache_incomplete") == 0
                         && metric(&i.manager, "workqueue_depth") == 0
@@ -1679,6 +1697,18 @@ impl fmt::Display for Report {
         }
         Ok(())
     }
+}
+
+/// When a Lease was acquired (its `acquireTime`, written by its holder), on this process's clock.
+fn acquired_at(spec: &k8s_openapi::api::coordination::v1::LeaseSpec) -> Instant {
+    spec.acquire_time.as_ref().map_or_else(Instant::now, |t| {
+        let micros = t.0.as_microsecond();
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as i64);
+        let ago = Duration::from_micros(now.saturating_sub(micros).max(0) as u64);
+        Instant::now().checked_sub(ago).unwrap_or_else(Instant::now)
+    })
 }
 
 #[cfg(test)]
