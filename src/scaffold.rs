@@ -434,8 +434,11 @@ impl Plan {
         !(planned.if_exists == IfExists::Skip && self.root.join(path).exists())
     }
 
-    /// Puts the planned Rust through one rustfmt process (see [`crate::rustfmt`]).
-    fn format(&mut self) {
+    /// Puts the planned Rust through one rustfmt process (see [`crate::rustfmt`]). A file generated
+    /// whole that rustfmt cannot parse fails the command, before anything is written: the project
+    /// would not compile. One that edits a user's file is written as generated, with a warning (the
+    /// user's own text may not parse yet).
+    fn format(&mut self) -> Result<()> {
         let mut names = Vec::new();
         let mut texts = Vec::new();
         // (path, index of the planned text, index of the text before the edit)
@@ -460,7 +463,7 @@ impl Plan {
             jobs.push((path.clone(), at, before_at));
         }
         if jobs.is_empty() {
-            return;
+            return Ok(());
         }
         let config = ["rustfmt.toml", ".rustfmt.toml"]
             .iter()
@@ -474,9 +477,19 @@ impl Plan {
                 if !WARNED.swap(true, Ordering::Relaxed) {
                     crate::shell::warning(crate::rustfmt::MISSING);
                 }
-                return;
+                return Ok(());
             }
         };
+        let broken = jobs.iter().find(|(path, _, before_at)| {
+            before_at.is_none() && errors.contains(&*path.display().to_string())
+        });
+        if let Some((path, _, _)) = broken {
+            bail!(
+                "the generated `{}` is not valid Rust, so nothing was written:\n{}\nhelp: this is a bug of rustbuilder; please report it with the input that made it",
+                path.display(),
+                errors.trim_end()
+            );
+        }
         if !errors.trim().is_empty() {
             crate::shell::warning(format!(
                 "rustfmt could not format every file; those it names are written as generated:\n{}",
@@ -489,6 +502,7 @@ impl Plan {
                 planned.contents = formatted[at].clone();
             }
         }
+        Ok(())
     }
 
     /// Writes the plan all or nothing: every file is first written next to its target under a temporary
@@ -502,7 +516,7 @@ impl Plan {
                 first.display()
             );
         }
-        self.format();
+        self.format()?;
         let mut staged: Vec<(PathBuf, PathBuf, PathBuf, bool)> = Vec::new();
         let mut created_dirs: Vec<PathBuf> = Vec::new();
         let result = (|| -> Result<()> {
@@ -740,6 +754,21 @@ mod tests {
             fs::read_to_string(dir.path().join("blocked")).unwrap(),
             "user data"
         );
+    }
+
+    #[test]
+    fn generated_rust_that_does_not_parse_fails_the_command_and_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut plan = Plan::new(dir.path());
+        plan.add("README.md", "read me\n".into(), IfExists::Error);
+        plan.add_generated("src/api/kind.rs", "pub enum Match {\n    Self,\n}\n".into());
+        let err = plan.apply().unwrap_err().to_string();
+        assert!(
+            err.contains("the generated `src/api/kind.rs` is not valid Rust"),
+            "{err}"
+        );
+        let left: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
+        assert!(left.is_empty(), "written: {left:?}");
     }
 
     #[test]

@@ -791,6 +791,10 @@ impl Generator {
             if ident.starts_with(|c: char| c.is_ascii_digit()) {
                 ident = format!("V{ident}");
             }
+            // `Self` is a keyword with no raw form (`r#Self` is refused): a variant cannot be named so.
+            if ident == "Self" {
+                ident = "SelfValue".into();
+            }
             let base = ident.clone();
             let mut n = 2;
             while !taken.insert(ident.clone()) {
@@ -1617,6 +1621,24 @@ mod tests {
         assert!(
             !own.contains("explicit_null") && own.contains("pub owner: Option<String>,"),
             "{own}"
+        );
+    }
+
+    #[test]
+    fn an_enum_value_that_is_a_keyword_without_a_raw_form_names_a_variant_that_compiles() {
+        // Antrea's ClusterNetworkPolicy has `match: Self`; `self` makes the same variant name.
+        let schema = spec(
+            json!({ "match": { "type": "string", "enum": ["Self", "self", "Other"] } }),
+            &[],
+        );
+        let out = generated(schema);
+        assert!(
+            out.contains("#[serde(rename = \"Self\")]\n    SelfValue,"),
+            "{out}"
+        );
+        assert!(
+            out.contains("#[serde(rename = \"self\")]\n    SelfValue2,"),
+            "{out}"
         );
     }
 
