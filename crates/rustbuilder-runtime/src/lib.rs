@@ -67,6 +67,7 @@
 pub mod allocator;
 pub mod apply;
 pub mod backoff;
+mod bearer;
 pub mod cache;
 pub mod children;
 pub mod clock;

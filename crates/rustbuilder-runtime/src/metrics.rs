@@ -46,7 +46,8 @@
 //! Each engaged cluster of a [`Fleet`](crate::fleet::Fleet) counts into metrics of its own, served
 //! with the process's while the cluster is engaged: the same families, each of its series labelled
 //! `cluster="<name>"` first, and `fleet_cluster_ready{cluster}` (1 once its caches have synced).
-//! The process's own series keep their labels.
+//! The process's own series keep their labels. `fleet_clusters{state}` counts the clusters of the
+//! process's fleets by state: `announced`, `waiting` (for their turn to list), `engaged`, `silent`.
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -93,6 +94,11 @@ struct ControllerLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabels {
     kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabels {
+    state: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -162,6 +168,7 @@ pub struct Metrics {
     max_workers: Family<ControllerLabels, Gauge>,
     leader: Family<LeaseLabels, Gauge>,
     cache_incomplete: Family<KindLabels, Gauge>,
+    fleet_clusters: Family<StateLabels, Gauge>,
     webhook_requests: Family<WebhookCodeLabels, Counter>,
     webhook_latency: Family<WebhookLabels, Histogram, fn() -> Histogram>,
     queue: QueueFamilies,
@@ -297,8 +304,14 @@ impl Metrics {
             client.duration.clone(),
         );
         let shard = ShardSeries::register(&mut registry);
+        let fleet_clusters = Family::default();
         if process {
             registry.register_collector(Box::new(ProcessCollector));
+            registry.register(
+                "fleet_clusters",
+                "Clusters of the process's fleets by state: announced (by their providers), waiting (for their turn to make their first lists), engaged, silent (disengaged until their API server answers)",
+                fleet_clusters.clone(),
+            );
         }
         Metrics {
             registry: Arc::new(registry),
@@ -310,6 +323,7 @@ impl Metrics {
             max_workers,
             leader,
             cache_incomplete,
+            fleet_clusters,
             webhook_requests,
             webhook_latency,
             queue,
@@ -391,6 +405,13 @@ impl Metrics {
     /// The `shard_*` series.
     pub(crate) fn shard(&self) -> &ShardSeries {
         &self.shard
+    }
+
+    /// The `fleet_clusters{state}` gauge, which the fleets move.
+    pub(crate) fn fleet_clusters(&self, state: &'static str) -> Gauge {
+        self.fleet_clusters
+            .get_or_create(&StateLabels { state })
+            .clone()
     }
 
     /// The `cache_incomplete{kind}` gauge, which the caches of `kind` move.

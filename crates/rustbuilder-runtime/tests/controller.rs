@@ -575,7 +575,8 @@ async fn grant(admin: &kube::Client, namespace: &str, name: &str, rules: serde_j
 
 /// A cache whose watch the API server keeps refusing (its Role revoked: each new watch is
 /// forbidden) stops every controller that reads it; past the manager's bound it is no longer
-/// silent: the manager is not ready, naming the kind and the refusal, until the watch works again.
+/// silent: the manager is not ready, naming the kind and the refusal, until the watch works again,
+/// and a `CacheStalled` Warning on its Pod (a stand-in here) says the same, once.
 #[tokio::test]
 async fn a_watch_refused_past_the_bound_makes_the_manager_unready() {
     let env = take_turn(shared_env).await;
@@ -585,9 +586,22 @@ async fn a_watch_refused_past_the_bound_makes_the_manager_unready() {
         { "apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"] },
     ]);
     grant(&admin, ns, "watcher", rules).await;
+    let events = serde_json::json!([
+        { "apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"] },
+    ]);
+    grant(&admin, ns, "publisher", events).await;
     let client = env.service_account_client(ns, "manager").await;
     let manager = Manager::in_namespace(MANAGER, client.clone(), ns);
     manager.set_cache_stall_bound(Duration::from_secs(2));
+    let pod = k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        name: Some("manager-0".into()),
+        namespace: Some(ns.to_string()),
+        uid: Some("4c1f2a8e-0000-4000-8000-000000000001".into()),
+        ..Default::default()
+    };
+    manager.set_event_target(pod);
     // Watches that the API server ends after a second: each new one meets the Role as it is then.
     let config = kube::runtime::watcher::Config::default().timeout(1);
     let cache = manager.cache_with(Api::<ConfigMap>::namespaced(client, ns), config);
@@ -613,6 +627,31 @@ async fn a_watch_refused_past_the_bound_makes_the_manager_unready() {
         eventually(Duration::from_secs(20), refused).await,
         "a watch refused for longer than the bound, and the manager: {:?}",
         manager.ready()
+    );
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(admin.clone(), ns);
+    let stalled = async || {
+        let listed = events.list(&Default::default()).await.unwrap().items;
+        let on_pod = listed.into_iter().filter(|event| {
+            event.reason.as_deref() == Some("CacheStalled")
+                && event.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("manager-0")
+        });
+        on_pod.collect::<Vec<_>>()
+    };
+    assert!(
+        eventually(Duration::from_secs(10), async || !stalled()
+            .await
+            .is_empty())
+        .await,
+        "no CacheStalled event on the manager's Pod"
+    );
+    let published = stalled().await;
+    let note = published[0].note.clone().unwrap_or_default();
+    assert!(
+        published.len() == 1
+            && note.contains("the watch of ConfigMap has failed")
+            && note.contains("forbidden")
+            && published[0].type_.as_deref() == Some("Warning"),
+        "{published:?}"
     );
 
     // Allowed again: the next watch works, and its first event ends the failure.
@@ -1860,4 +1899,97 @@ async fn a_panicking_mapper_or_error_policy_stops_nothing() {
         .unwrap()
         .unwrap()
         .unwrap();
+}
+
+/// With `predicates::generation` on its own kind, a controller reconciles a Deployment when it is
+/// created and when its spec changes (a new generation), not when only its labels or its status
+/// change; a change of a ConfigMap it owns reconciles it whatever the predicate says.
+#[tokio::test]
+async fn a_generation_predicate_reconciles_spec_changes_only() {
+    let env = take_turn(shared_env).await;
+    let ns = env.namespace();
+    let client = env.client();
+    let manager = Manager::in_namespace(MANAGER, client.clone(), ns);
+    let reconciles = Arc::new(AtomicUsize::new(0));
+    let counted = async |_: Arc<Deployment>, count: Arc<AtomicUsize>| {
+        count.fetch_add(1, Ordering::SeqCst);
+        Ok::<_, kube::Error>(Action::await_change())
+    };
+    let configmaps = manager.cache::<ConfigMap>();
+    let controller = manager
+        .controller(manager.api::<Deployment>(), "generations")
+        .predicate(kube::runtime::predicates::generation)
+        .owns(&configmaps)
+        .run(counted, reconciles.clone());
+    manager.controllers().add(controller);
+    let running = tokio::spawn(manager.controllers().run());
+
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let web: Deployment = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "web" },
+        "spec": {
+            "selector": { "matchLabels": { "app": "web" } },
+            "template": {
+                "metadata": { "labels": { "app": "web" } },
+                "spec": { "containers": [{ "name": "web", "image": "nginx" }] },
+            },
+        },
+    }))
+    .unwrap();
+    let web = deployments
+        .create(&PostParams::default(), &web)
+        .await
+        .unwrap();
+    let count = || reconciles.load(Ordering::SeqCst);
+    assert!(
+        eventually(Duration::from_secs(10), async || count() == 1).await,
+        "created: {} reconciles",
+        count()
+    );
+
+    // Labels and status: the same generation, no reconcile.
+    let params = PatchParams::default();
+    let labels = serde_json::json!({ "metadata": { "labels": { "tier": "front" } } });
+    deployments
+        .patch("web", &params, &Patch::Merge(&labels))
+        .await
+        .unwrap();
+    let status = serde_json::json!({ "status": { "observedGeneration": 1, "replicas": 0 } });
+    deployments
+        .patch_status("web", &params, &Patch::Merge(&status))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(count(), 1, "labels and status changed: reconciled");
+
+    // The spec: a new generation, one reconcile.
+    let spec = serde_json::json!({ "spec": { "replicas": 3 } });
+    deployments
+        .patch("web", &params, &Patch::Merge(&spec))
+        .await
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), async || count() == 2).await,
+        "spec changed: {} reconciles",
+        count()
+    );
+
+    // A ConfigMap it owns: reconciled, the predicate notwithstanding.
+    let owner = web.controller_owner_ref(&()).unwrap();
+    let mut child = ConfigMap::default();
+    child.metadata.name = Some("web-settings".into());
+    child.metadata.owner_references = Some(vec![owner]);
+    let children: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    children
+        .create(&PostParams::default(), &child)
+        .await
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), async || count() == 3).await,
+        "child created: {} reconciles",
+        count()
+    );
+
+    manager.shutdown();
+    running.await.unwrap().unwrap();
 }

@@ -49,6 +49,10 @@ const BY_DIR: &str = "fleet.example.com/dir";
 const BY_SECRET: &str = "fleet.example.com/secret";
 /// Where the Cluster API fleet's controller writes the cluster's name.
 const BY_CLUSTER_API: &str = "fleet.example.com/cluster-api";
+/// Where the static fleet's controller writes the cluster's name.
+const BY_STATIC: &str = "fleet.example.com/static";
+/// How long the static fleet's cluster may leave every probe unanswered before it is disengaged.
+const SILENCE: Duration = Duration::from_secs(4);
 /// The namespace of `alpha` where the Cluster API fleet reads its Clusters and their Secrets.
 const CAPI_NAMESPACE: &str = "capi";
 
@@ -189,7 +193,12 @@ async fn config_of(env: &TestEnv) -> kube::Config {
 
 /// An env's kubeconfig with its certificate files embedded, as a kubeconfig Secret holds it.
 fn embedded_kubeconfig(env: &TestEnv) -> Vec<u8> {
-    let text = std::fs::read_to_string(env.kubeconfig()).unwrap();
+    embedded(env.kubeconfig())
+}
+
+/// The kubeconfig at `path` with its certificate files embedded.
+fn embedded(path: &Path) -> Vec<u8> {
+    let text = std::fs::read_to_string(path).unwrap();
     let mut kubeconfig: Value = serde_json::from_str(&text).unwrap();
     let embed = |section: &mut Value, keys: &[&str]| {
         for key in keys {
@@ -342,6 +351,61 @@ async fn a_fleet_follows_clusters_that_come_go_fail_and_recover() {
     leader.controllers().add(dir_fleet.clone().run());
     leader.controllers().add(secret_fleet.clone().run());
     leader.controllers().add(capi_fleet.clone().run());
+    // delta: alpha's API server behind a proxy that can go silent.
+    let config_of_alpha = config_of(&alpha).await;
+    let proxy = support::SilentProxy::start(&config_of_alpha).await;
+    let by_static: Engagements = Engagements::default();
+    let delta = StaticClusters::new().cluster("delta", proxy.config(&config_of_alpha));
+    let static_fleet = Fleet::new(&leader, delta, stamper(BY_STATIC, by_static.clone()))
+        .disengage_silent_after(SILENCE);
+    leader.controllers().add(static_fleet.clone().run());
+    // crowd-1 to crowd-6: alpha under six names, engaged two at a time, each with a controller that
+    // lists and watches ConfigMaps and reconciles none.
+    let crowd = (1..=6).fold(StaticClusters::new(), |crowd, n| {
+        crowd.cluster(&format!("crowd-{n}"), config_of_alpha.clone())
+    });
+    let by_crowd: Engagements = Engagements::default();
+    let counted = by_crowd.clone();
+    let crowd_fleet = Fleet::new(&leader, crowd, move |cluster: &Cluster| {
+        *counted
+            .lock()
+            .unwrap()
+            .entry(cluster.name().into())
+            .or_default() += 1;
+        let api = Api::<ConfigMap>::namespaced(cluster.client(), NAMESPACE);
+        let idle =
+            async |_: Arc<ConfigMap>, _: Arc<()>| Ok::<_, kube::Error>(Action::await_change());
+        let controller = cluster
+            .manager()
+            .controller(api, "crowd")
+            .watcher_config(watcher::Config::default().labels("fleet-test/crowd"))
+            .run(idle, Arc::new(()));
+        cluster.manager().controllers().add(controller);
+    })
+    .engage_at_once(2);
+    leader.controllers().add(crowd_fleet.clone().run());
+    // The most crowd clusters engaged and not yet listed at any moment, until all six have listed.
+    let most_listing = tokio::spawn({
+        let (crowd_fleet, by_crowd) = (crowd_fleet.clone(), by_crowd.clone());
+        async move {
+            let mut most = 0;
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while Instant::now() < deadline {
+                // Engagements first, statuses after: a cluster counted as listing has not
+                // turned ready before its engagement was read.
+                let engaged: Vec<String> = by_crowd.lock().unwrap().keys().cloned().collect();
+                let statuses = crowd_fleet.clusters();
+                let ready =
+                    |name: &String| statuses.iter().any(|s| &s.name == name && s.is_ready());
+                most = most.max(engaged.iter().filter(|name| !ready(name)).count());
+                if engaged.len() == 6 && engaged.iter().all(ready) {
+                    return Some(most);
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            None
+        }
+    });
     let leading = tokio::spawn(leader.controllers().run());
 
     // -- A standby replica engages nothing while the other leads.
@@ -358,6 +422,33 @@ async fn a_fleet_follows_clusters_that_come_go_fail_and_recover() {
         assert!(took.is_some(), "at start: {cluster} was not reconciled");
     }
     assert_eq!(names(&dir_fleet), ["alpha", "bravo", "nowhere"]);
+
+    // -- Six clusters at once, two at a time: no more than two make their first lists together
+    // (before, all six did), and all six list.
+    let most = most_listing.await.unwrap();
+    let most = most.expect("crowd: the six clusters did not all list within a minute");
+    assert!(
+        most <= 2,
+        "crowd: {most} clusters made their first lists at once"
+    );
+    let text = scrape(metrics).await;
+    let fleets = [
+        &dir_fleet,
+        &secret_fleet,
+        &capi_fleet,
+        &static_fleet,
+        &crowd_fleet,
+    ];
+    let engaged_now: usize = fleets.iter().map(|fleet| fleet.clusters().len()).sum();
+    assert_eq!(
+        sample(&text, r#"fleet_clusters{state="engaged"}"#),
+        Some(engaged_now as f64),
+        "crowd: fleet_clusters"
+    );
+    assert_eq!(
+        sample(&text, r#"fleet_clusters{state="waiting"}"#),
+        Some(0.0)
+    );
 
     // -- The process's /metrics: each cluster's series with its name, the process's own as they
     // were, and whether each cluster is ready.
@@ -606,6 +697,72 @@ async fn a_fleet_follows_clusters_that_come_go_fail_and_recover() {
         stamped_in(&text, "charlie") >= 1.0,
         "/metrics: charlie in two fleets:\n{text}"
     );
+
+    // Credentials rotated: a token kubeconfig engages charlie again (other credentials); a new
+    // token in its place is sent by the running client, with no new engagement, watch or list,
+    // and the first token's ServiceAccount deleted (its token refused from then on), charlie
+    // still reconciles. Before, every new token engaged the cluster again.
+    let with_token = async |account: &str| {
+        support::kubectl_apply(
+            &charlie,
+            &support::binding(account, "cluster-admin", NAMESPACE, account),
+            NAMESPACE,
+        );
+        let kubeconfig = charlie.service_account_kubeconfig(NAMESPACE, account).await;
+        let mut rotated = secret.clone();
+        rotated.data = Some(BTreeMap::from([(
+            "value".into(),
+            ByteString(embedded(&kubeconfig)),
+        )]));
+        rotated.metadata.resource_version = secrets
+            .get("charlie-kubeconfig")
+            .await
+            .unwrap()
+            .metadata
+            .resource_version;
+        secrets
+            .replace("charlie-kubeconfig", &PostParams::default(), &rotated)
+            .await
+            .unwrap();
+    };
+    with_token("fleet-first").await;
+    let again = eventually(FAST, async || {
+        engaged(&by_secret, "charlie") == engagements + 1
+    })
+    .await;
+    assert!(again, "token: charlie not engaged again with a token");
+    let took = stamped_within(&c, "charlie-token", BY_SECRET, "charlie", FAST).await;
+    assert!(took.is_some(), "token: charlie was not reconciled");
+    let manager = secret_fleet.cluster("charlie").unwrap().manager().clone();
+    let lists = support::requests(&c, "LIST", "configmaps").await;
+    with_token("fleet-second").await;
+    let serviceaccounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(c.clone(), NAMESPACE);
+    tokio::time::sleep(Duration::from_secs(1)).await; // the new token read
+    serviceaccounts
+        .delete("fleet-first", &DeleteParams::default())
+        .await
+        .unwrap();
+    let took = stamped_within(&c, "charlie-rotated", BY_SECRET, "charlie", FAST).await;
+    assert!(
+        took.is_some(),
+        "rotated: charlie not reconciled with the new token"
+    );
+    assert!(
+        !manager.is_shutting_down() && engaged(&by_secret, "charlie") == engagements + 1,
+        "rotated: charlie engaged again for a new token"
+    );
+    assert_eq!(
+        support::requests(&c, "LIST", "configmaps").await,
+        lists,
+        "rotated: ConfigMaps listed again"
+    );
+    assert!(
+        secret_fleet.ready().is_ok(),
+        "rotated: {:?}",
+        secret_fleet.ready()
+    );
+
     secrets
         .delete("charlie-kubeconfig", &DeleteParams::default())
         .await
@@ -747,6 +904,41 @@ async fn a_fleet_follows_clusters_that_come_go_fail_and_recover() {
     );
     eprintln!("scenario 'Cluster API' took {:?}", scenario.elapsed());
 
+    // -- delta's API server goes silent: connections accepted and never answered, its watch open
+    // and carrying nothing. delta is disengaged after the bound and engaged again, on new
+    // connections, as soon as it answers. Before, its watch hung on the silent connection until
+    // kube's read timeout (almost five minutes), and nothing was reconciled meanwhile.
+    let scenario = Instant::now();
+    let took = stamped_within(&a, "delta-1", BY_STATIC, "delta", FAST).await;
+    assert!(took.is_some(), "silent: delta was not reconciled before");
+    proxy.silence(true);
+    let disengaged = eventually(SILENCE * 3, async || {
+        static_fleet.cluster("delta").is_none()
+    })
+    .await;
+    let while_silent = static_fleet.clusters();
+    proxy.silence(false);
+    let took = stamped_within(&a, "delta-2", BY_STATIC, "delta", FAST).await;
+    let took = took.expect("silent: delta answers again and is not reconciled");
+    eprintln!("silent: delta answers again, reconciled {took:?} after its ConfigMap was created");
+    assert!(
+        disengaged,
+        "silent: delta still engaged {:?} after silent",
+        SILENCE * 3
+    );
+    assert!(
+        matches!(&while_silent[..], [status] if status.name == "delta" && !status.is_ready()),
+        "silent: {while_silent:?}"
+    );
+    assert!(
+        engaged(&by_static, "delta") >= 2,
+        "silent: delta not engaged again"
+    );
+    let ready = eventually(FAST, async || static_fleet.ready().is_ok()).await;
+    assert!(ready, "silent: {:?}", static_fleet.ready());
+    drop(proxy); // its held connections end, and their watches with them
+    eprintln!("scenario 'silent' took {:?}", scenario.elapsed());
+
     // -- The process shuts down: every cluster is disengaged, and no watch stays open. The standby
     // goes first: the leader gives its Lease up as it stops, and a standby that took it over would
     // engage the clusters again (and open their watches) while the counts below are read.
@@ -767,6 +959,14 @@ async fn a_fleet_follows_clusters_that_come_go_fail_and_recover() {
     assert!(
         left.is_empty(),
         "shut down: clusters' series stay: {left:?}"
+    );
+    let counted: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("fleet_clusters{") && !l.ends_with(" 0"))
+        .collect();
+    assert!(
+        counted.is_empty(),
+        "shut down: clusters still counted: {counted:?}"
     );
     assert_eq!(
         watches_become(&a, idle.0, FAST).await,

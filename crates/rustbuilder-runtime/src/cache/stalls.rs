@@ -32,6 +32,22 @@ struct Failure {
     since: Instant,
     last: Instant,
     error: String,
+    /// Whether [`Stalls::newly_stalled`] has handed this failure out.
+    reported: bool,
+}
+
+impl Failure {
+    fn stalled(&self, bound: Duration) -> bool {
+        self.since.elapsed() > bound && self.last.elapsed() < STILL_FAILING
+    }
+
+    fn describe(&self) -> String {
+        let seconds = self.since.elapsed().as_secs();
+        format!(
+            "the watch of {} has failed for {seconds} s: {}",
+            self.kind, self.error
+        )
+    }
 }
 
 impl Default for Stalls {
@@ -73,19 +89,29 @@ impl Stalls {
         let stalled: Vec<String> = failing
             .by_cache
             .values()
-            .filter(|f| f.since.elapsed() > failing.bound && f.last.elapsed() < STILL_FAILING)
-            .map(|f| {
-                let seconds = f.since.elapsed().as_secs();
-                format!(
-                    "the watch of {} has failed for {seconds} s: {}",
-                    f.kind, f.error
-                )
-            })
+            .filter(|f| f.stalled(failing.bound))
+            .map(Failure::describe)
             .collect();
         match stalled.is_empty() {
             true => Ok(()),
             false => Err(stalled.join("; ")),
         }
+    }
+
+    /// What [`Stalls::check`] reports and no earlier call returned: each stall once, until its
+    /// watch works again.
+    pub(crate) fn newly_stalled(&self) -> Vec<String> {
+        let mut failing = self.failing();
+        let bound = failing.bound;
+        let new = failing
+            .by_cache
+            .values_mut()
+            .filter(|f| !f.reported && f.stalled(bound));
+        new.map(|f| {
+            f.reported = true;
+            f.describe()
+        })
+        .collect()
     }
 }
 
@@ -109,6 +135,7 @@ impl Reporter {
                 since: now,
                 last: now,
                 error: String::new(),
+                reported: false,
             });
         failure.last = now;
         failure.error = error.to_string();
@@ -141,6 +168,11 @@ mod tests {
         configmaps.failed("forbidden: no list");
         let reported = stalls.check().unwrap_err();
         assert!(reported.contains("the watch of ConfigMap has failed for 0 s: forbidden: no list"));
+        assert_eq!(stalls.newly_stalled(), [reported]);
+        assert!(
+            stalls.newly_stalled().is_empty(),
+            "a stall handed out twice"
+        );
         configmaps.working();
         assert!(stalls.check().is_ok());
         configmaps.failed("again");

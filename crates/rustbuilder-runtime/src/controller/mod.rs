@@ -64,6 +64,8 @@ type Customization<K> = Box<dyn FnOnce(Controller<K>) -> Controller<K> + Send>;
 type OtherTriggers<K> = Box<dyn FnOnce() -> BoxStream<'static, Trigger<K>> + Send>;
 
 type ErrorPolicy<K> = Arc<dyn Fn(&K, &(dyn std::error::Error + 'static)) -> OnError + Send + Sync>;
+/// What a change of an object must change to reconcile it (see [`Builder::predicate`]).
+type Predicate<K> = Box<dyn Fn(&K) -> Option<u64> + Send + Sync>;
 
 /// The error of a reconcile that panicked: it fails like one that returned an error (logged, a
 /// `ReconcileFailed` event, retried with backoff) and the controller goes on with the other objects.
@@ -207,6 +209,7 @@ where
     on_error: Option<ErrorPolicy<K>>,
     failure_events: bool,
     reconcile_timeout: Option<Duration>,
+    predicate: Option<Predicate<K>>,
 }
 
 impl<K> Builder<K>
@@ -227,6 +230,7 @@ where
             on_error: None,
             failure_events: true,
             reconcile_timeout: None,
+            predicate: None,
         }
     }
 
@@ -384,6 +388,31 @@ where
         self
     }
 
+    /// Reconciles a change of an object of `K` only when `predicate`'s value for it differs from
+    /// the one at its last change (or the object is new, or the value is `None`):
+    /// [`predicates::generation`](kube::runtime::predicates::generation) skips the changes of
+    /// status and metadata, as controller-runtime's `GenerationChangedPredicate` does. The owners
+    /// of changed children ([`Builder::owns`]) and the objects a [`Builder::watches`] mapper names
+    /// are reconciled whatever it says, and so are retries after errors and requeues.
+    ///
+    /// ```no_run
+    /// # use k8s_openapi::api::apps::v1::Deployment;
+    /// # fn f(manager: rustbuilder_runtime::Manager) {
+    /// use kube::runtime::predicates;
+    ///
+    /// let controller = manager
+    ///     .controller(manager.api::<Deployment>(), "deployment")
+    ///     .predicate(predicates::generation);
+    /// # }
+    /// ```
+    pub fn predicate(
+        mut self,
+        predicate: impl Fn(&K) -> Option<u64> + Send + Sync + 'static,
+    ) -> Self {
+        self.predicate = Some(Box::new(predicate));
+        self
+    }
+
     /// Which objects of `K` to watch (e.g. a label selector); default all the `Api` lists.
     pub fn watcher_config(mut self, config: watcher::Config) -> Self {
         self.watcher_config = config;
@@ -427,6 +456,7 @@ where
             on_error,
             failure_events,
             reconcile_timeout,
+            predicate,
         } = self;
         let config = controller::Config::default().concurrency(concurrency);
         // The watched objects come from the manager's shared cache of them, which webhooks and other
@@ -445,9 +475,15 @@ where
             return;
         }
         info!(controller = %name, "starting controller");
+        let mut passes = predicate.map(Passes::new);
         let objects = cache.changes_by_origin().filter_map({
             let queue = queue.clone();
             move |(change, origin)| {
+                if let Some(passes) = &mut passes
+                    && !passes.change(&change)
+                {
+                    return ready(None);
+                }
                 let object = change.applied().map(|object| {
                     queue.add(queue_key(&*object));
                     (ObjectRef::from_obj(&*object), origin)
@@ -737,6 +773,36 @@ fn queue_key<K: Resource>(object: &K) -> QueueKey {
         meta.namespace.as_deref(),
         meta.name.as_deref().unwrap_or_default(),
     )
+}
+
+/// A [`Builder::predicate`] and its value at each object's last change.
+struct Passes<K: Resource<DynamicType = ()> + 'static> {
+    predicate: Predicate<K>,
+    last: std::collections::HashMap<ObjectRef<K>, u64>,
+}
+
+impl<K: Resource<DynamicType = ()>> Passes<K> {
+    fn new(predicate: Predicate<K>) -> Self {
+        Passes {
+            predicate,
+            last: std::collections::HashMap::new(),
+        }
+    }
+
+    /// Whether `change` reconciles its object: a change of the predicate's value, or a first one.
+    fn change(&mut self, change: &cache::Change<K>) -> bool {
+        let key = ObjectRef::from_obj(&**change.object());
+        match change {
+            cache::Change::Deleted(_) => {
+                self.last.remove(&key);
+                true
+            }
+            cache::Change::Applied(object) => match (self.predicate)(object) {
+                Some(value) => self.last.insert(key, value) != Some(value),
+                None => true,
+            },
+        }
+    }
 }
 
 /// The backoff's key of the object `key` (`namespace/name`) with `uid`: an object deleted and

@@ -14,7 +14,9 @@
 //! the process may reconcile (once it leads, with `--leader-elect`). The process's `/readyz` is its
 //! own cluster's: a member that does not answer takes neither the pod's webhooks out of their
 //! Service nor its rollout down with it. Each member's health is `fleet_cluster_ready{cluster}`
-//! and [`Fleet::ready`]:
+//! and [`Fleet::ready`]. A member whose API server accepts connections and stops replying is
+//! disengaged once it has left the fleet's probes unanswered for [`SILENCE_BOUND`], and engaged
+//! again on fresh connections as soon as it answers (see [`Fleet::disengage_silent_after`]):
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -64,6 +66,7 @@
 mod args;
 mod cluster;
 mod cluster_api;
+mod health;
 mod kubeconfig_dir;
 mod kubeconfig_secrets;
 mod metrics;
@@ -71,7 +74,7 @@ mod provider;
 mod spread;
 mod static_list;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -79,13 +82,14 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tracing::{Instrument, error, info, info_span, warn};
 
 pub use args::{ClusterProvider, FleetArgs};
 pub use cluster::{Cluster, ClusterStatus};
 pub use cluster_api::{CLUSTER_API_GROUP, ClusterApiClusters, DISCOVERY_RETRY};
+pub use health::SILENCE_BOUND;
 pub use kubeconfig_dir::{DEFAULT_SCAN_INTERVAL, KubeconfigDir};
 pub use kubeconfig_secrets::{CLUSTER_NAME_LABEL, KUBECONFIG_KEYS, KubeconfigSecrets};
 pub use provider::{Announcement, Provider};
@@ -95,6 +99,7 @@ pub use spread::{
 };
 pub use static_list::StaticClusters;
 
+use crate::bearer::Bearer;
 use crate::manager::Manager;
 use crate::shard::{Fence, Shard, ShardState, hash};
 
@@ -112,6 +117,14 @@ pub fn placement(name: &str) -> u64 {
 /// How long a disengaged cluster's controllers may take to finish their reconciles in flight
 /// before they are cancelled.
 pub const DISENGAGE_GRACE: Duration = Duration::from_secs(30);
+
+/// How many clusters of a fleet make their first lists at once, by default (see
+/// [`Fleet::engage_at_once`]).
+pub const ENGAGE_AT_ONCE: usize = 32;
+
+/// How long a cluster engaged may take for its caches' first lists before the next one starts
+/// its own anyway: one that never lists (its API server away) does not hold a turn for good.
+const FIRST_LISTS_TIMEOUT: Duration = Duration::from_secs(60);
 
 type Engage = Arc<dyn Fn(&Cluster) + Send + Sync>;
 type Announcements = Box<dyn FnOnce() -> BoxStream<'static, Announcement> + Send>;
@@ -134,10 +147,20 @@ struct Shared {
     members: Mutex<BTreeMap<String, Member>>,
     /// Counts the changes of `members`, for whoever follows them (a [`Spread`]).
     membership: watch::Sender<u64>,
+    /// How long a member may leave every probe unanswered before it is disengaged.
+    silence_bound: Mutex<Duration>,
+    /// The clusters disengaged because their API server went silent, until it answers.
+    silent: Mutex<BTreeSet<String>>,
+    /// The turns to make a cluster's first lists: one per cluster listing now.
+    turns: Mutex<Arc<tokio::sync::Semaphore>>,
 }
 
 struct Member {
     cluster: Cluster,
+    /// Tells this engagement of the cluster from the ones before and after it.
+    engagement: u64,
+    /// The token its client sends, if its kubeconfig has one: replaced in place when rotated.
+    bearer: Option<Bearer>,
     /// Set once the cluster's controllers have stopped (on their own, or at disengagement).
     stopped: Arc<AtomicBool>,
     /// The cluster's series on the process's `/metrics`, removed with the member.
@@ -169,11 +192,36 @@ impl Fleet {
             announcements: Mutex::new(Some(Box::new(move || provider.clusters()))),
             members: Mutex::default(),
             membership: watch::Sender::new(0),
+            silence_bound: Mutex::new(SILENCE_BOUND),
+            silent: Mutex::default(),
+            turns: Mutex::new(Arc::new(tokio::sync::Semaphore::new(ENGAGE_AT_ONCE))),
         });
         Fleet { shared }
     }
 
-    /// The clusters engaged now, by name, each with its readiness.
+    /// Disengages a member whose API server has left every probe (`GET /version`, three per
+    /// `bound`) unanswered for `bound`, and engages it again as soon as it answers; default
+    /// [`SILENCE_BOUND`]. Without it, a member that accepts connections and never replies holds each
+    /// request, each list and each watch that stopped receiving until kube's read timeout, almost
+    /// five minutes. A member that refuses connections is away, not silent: it stays engaged, and
+    /// its watches retry on their own.
+    pub fn disengage_silent_after(self, bound: Duration) -> Self {
+        *lock(&self.shared.silence_bound) = bound;
+        self
+    }
+
+    /// How many clusters make their first lists at once (default [`ENGAGE_AT_ONCE`]): the others
+    /// wait for their turn, engaged once a cluster before them has listed (or a minute has passed).
+    /// A fleet of thousands that starts, or a replica that takes over their ranges, then does
+    /// not send thousands of LISTs at once, nor hold every first list in memory together. Set
+    /// before [`Fleet::run`].
+    pub fn engage_at_once(self, clusters: usize) -> Self {
+        *lock(&self.shared.turns) = Arc::new(tokio::sync::Semaphore::new(clusters.max(1)));
+        self
+    }
+
+    /// The clusters engaged now, by name, each with its readiness, and those disengaged until
+    /// their API server answers again (never ready).
     pub fn clusters(&self) -> Vec<ClusterStatus> {
         let members = self.shared.members();
         let status = |(name, member): (&String, &Member)| ClusterStatus {
@@ -183,7 +231,18 @@ impl Fleet {
                 false => member.cluster.manager().ready(),
             },
         };
-        members.iter().map(status).collect()
+        let mut clusters: Vec<ClusterStatus> = members.iter().map(status).collect();
+        let bound = *lock(&self.shared.silence_bound);
+        for name in lock(&self.shared.silent).iter() {
+            clusters.push(ClusterStatus {
+                name: name.clone(),
+                ready: Err(format!(
+                    "its API server left every probe unanswered for {bound:?}: disengaged until it answers"
+                )),
+            });
+        }
+        clusters.sort_by(|a, b| a.name.cmp(&b.name));
+        clusters
     }
 
     /// The engaged cluster `name`, if it is.
@@ -250,12 +309,17 @@ impl Fleet {
         }
         let mut announcements = announcements();
         let shard = process.shard().cloned();
+        let (health, mut reports) = mpsc::unbounded_channel();
         let mut running = Running {
             shared: self.shared.clone(),
             shard: shard.clone(),
             announced: BTreeMap::new(),
             tasks: HashMap::new(),
             stopping: JoinSet::new(),
+            engagements: 0,
+            silent: HashMap::new(),
+            health,
+            census: Census::new(&process),
         };
         let shutdown = process.shutdown_signal();
         let mut shutdown = std::pin::pin!(shutdown);
@@ -291,9 +355,14 @@ impl Fleet {
                     true => running.cancel_all(),
                     false => running.follow_shard(),
                 },
+                Some(report) = reports.recv() => match report {
+                    Health::Silent { name, engagement } => running.went_silent(&name, engagement),
+                    Health::Answers { name } => running.answers_again(&name),
+                },
                 // Reaped as they finish, so that they do not pile up.
                 Some(_) = running.stopping.join_next(), if !running.stopping.is_empty() => {}
             }
+            running.count();
         }
         running.stop_all().await;
         info!("fleet stopped");
@@ -313,6 +382,19 @@ impl Shared {
     fn lock_announcements(&self) -> std::sync::MutexGuard<'_, Option<Announcements>> {
         self.announcements.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Each value is set whole under the lock, never left half-done.
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What a cluster's probe tells the fleet.
+enum Health {
+    /// The engagement `engagement` of `name` has left every probe unanswered for the bound.
+    Silent { name: String, engagement: u64 },
+    /// `name`, disengaged as silent, answers again.
+    Answers { name: String },
 }
 
 /// Resolves when the fence passes if it is `open`, else when it opens; never without a fence.
@@ -346,6 +428,14 @@ struct Running {
     tasks: HashMap<String, JoinHandle<()>>,
     /// The tasks of disengaged clusters, finishing their reconciles in flight.
     stopping: JoinSet<()>,
+    /// The engagements made so far.
+    engagements: u64,
+    /// The clusters disengaged as silent, each with the probe that waits for its answer.
+    silent: HashMap<String, JoinHandle<()>>,
+    /// Where the clusters' probes report.
+    health: mpsc::UnboundedSender<Health>,
+    /// The fleet's clusters on `/metrics`, by state.
+    census: Census,
 }
 
 impl Running {
@@ -358,7 +448,16 @@ impl Running {
     /// controllers have stopped: the replica does not give the cluster's range up, so no other
     /// takes the cluster, while they run.
     fn engage(&mut self, name: &str, config: kube::Config) {
+        if self.rotate(name, &config) {
+            info!(
+                cluster = name,
+                "new credentials for the cluster: rotated in place"
+            );
+            self.announced.insert(name.to_string(), config);
+            return;
+        }
         self.announced.insert(name.to_string(), config.clone());
+        self.forget_silence(name);
         let permit = match &self.shard {
             Some(shard) => match shard.enter_hash(placement(name)) {
                 Some(permit) => Some(permit),
@@ -377,7 +476,9 @@ impl Running {
             None => None,
         };
         let previous = self.stop(name, false);
-        let manager = match self.shared.process.for_cluster(config) {
+        let mut config = config;
+        let bearer = Bearer::take_from(&mut config);
+        let manager = match self.shared.process.for_cluster(config, bearer.as_ref()) {
             Ok(manager) => manager,
             Err(error) => {
                 error!(cluster = name, %error, "cannot make a client for the cluster: not engaged");
@@ -387,29 +488,135 @@ impl Running {
         };
         let cluster = Cluster::new(name, manager);
         let stopped = Arc::new(AtomicBool::new(false));
+        self.engagements += 1;
+        let engagement = self.engagements;
         let member = Member {
             _series: metrics::serve(&self.shared.process, &cluster, stopped.clone()),
             cluster: cluster.clone(),
+            engagement,
+            bearer,
             stopped: stopped.clone(),
         };
         self.shared.members().insert(name.to_string(), member);
         self.shared.membership_changed();
         let engage = self.shared.engage.clone();
         let span = info_span!("fleet", cluster = name);
+        let silent = health::silent_for(cluster.client(), *lock(&self.shared.silence_bound));
+        let health = self.health.clone();
+        let reported = name.to_string();
+        let turns = lock(&self.shared.turns).clone();
+        let waiting = self.census.waiting.clone();
         let task = async move {
             // Dropped when the task ends, or is aborted: only then may the range go.
             let _permit = permit;
             previous.await;
-            run_cluster(cluster, engage).await;
+            // Its turn to make its first lists, held until its caches hold them.
+            let turn = {
+                let _waiting = Counted::new(waiting);
+                turns.acquire_owned().await
+            };
+            let manager = cluster.manager().clone();
+            let engaged = async move {
+                tokio::select! {
+                    () = run_cluster(cluster, engage) => {}
+                    () = silent => {
+                        // The fleet disengages it, cancelling this task.
+                        let _ = health.send(Health::Silent { name: reported, engagement });
+                        std::future::pending::<()>().await;
+                    }
+                }
+            };
+            let first_lists = async move {
+                first_lists(&manager).await;
+                drop(turn);
+            };
+            tokio::join!(engaged, first_lists);
             stopped.store(true, Ordering::SeqCst);
         };
         self.tasks
             .insert(name.to_string(), tokio::spawn(task.instrument(span)));
     }
 
+    /// Whether `config`, announced for the engaged cluster `name`, differs from the one it was
+    /// engaged with by its bearer token only, now sent by the running client: a token refreshed
+    /// every few minutes costs no new watches, no new lists and no change of readiness.
+    fn rotate(&self, name: &str, config: &kube::Config) -> bool {
+        let Some(announced) = self.announced.get(name) else {
+            return false;
+        };
+        let members = self.shared.members();
+        let bearer = members.get(name).and_then(|member| member.bearer.as_ref());
+        bearer.is_some_and(|bearer| bearer.rotate(announced, config))
+    }
+
+    /// Updates `fleet_clusters{state}`.
+    fn count(&mut self) {
+        let engaged = self.shared.members().len();
+        let counts = [self.announced.len(), engaged, self.silent.len()];
+        self.census.count(counts);
+    }
+
+    /// Once the engagement `engagement` of `name` has gone silent: cancels its controllers (their
+    /// requests would wait for minutes) and waits for the cluster to answer again.
+    fn went_silent(&mut self, name: &str, engagement: u64) {
+        let current = self.shared.members().get(name).map(|m| m.engagement);
+        if current != Some(engagement) {
+            return; // engaged again, or gone, meanwhile
+        }
+        let bound = *lock(&self.shared.silence_bound);
+        warn!(
+            cluster = name,
+            ?bound,
+            "its API server left every probe unanswered: disengaged until it answers"
+        );
+        let stopped = self.stop(name, true);
+        self.stopping.spawn(stopped);
+        let Some(config) = self.announced.get(name).cloned() else {
+            return;
+        };
+        let client = match kube::Client::try_from(config) {
+            Ok(client) => client,
+            Err(error) => {
+                error!(cluster = name, %error, "cannot make a client for the cluster: not probed");
+                return;
+            }
+        };
+        let health = self.health.clone();
+        let answer = name.to_string();
+        let probe = async move {
+            health::until_it_answers(client, bound).await;
+            let _ = health.send(Health::Answers { name: answer });
+        };
+        let span = info_span!("fleet", cluster = name);
+        self.silent
+            .insert(name.to_string(), tokio::spawn(probe.instrument(span)));
+        lock(&self.shared.silent).insert(name.to_string());
+    }
+
+    /// Once `name`, disengaged as silent, answers: engages it again, on fresh connections.
+    fn answers_again(&mut self, name: &str) {
+        if !self.silent.contains_key(name) {
+            return;
+        }
+        let Some(config) = self.announced.get(name).cloned() else {
+            return;
+        };
+        info!(cluster = name, "its API server answers again: engaging it");
+        self.engage(name, config);
+    }
+
+    /// Stops waiting for `name` to answer, if it was silent.
+    fn forget_silence(&mut self, name: &str) {
+        if let Some(probe) = self.silent.remove(name) {
+            probe.abort();
+            lock(&self.shared.silent).remove(name);
+        }
+    }
+
     /// Disengages `name`, if it is engaged, and forgets it.
     fn disengage(&mut self, name: &str) {
         self.announced.remove(name);
+        self.forget_silence(name);
         if self.tasks.contains_key(name) {
             info!(cluster = name, "disengaging the cluster");
         }
@@ -440,10 +647,22 @@ impl Running {
             let stopped = self.stop(&name, !fence_open);
             self.stopping.spawn(stopped);
         }
+        let silent_given_up: Vec<String> = self
+            .silent
+            .keys()
+            .filter(|name| !admitted(name))
+            .cloned()
+            .collect();
+        for name in silent_given_up {
+            self.forget_silence(&name);
+        }
+        // A silent cluster is engaged again once it answers.
+        let idle =
+            |name: &String| !self.tasks.contains_key(name) && !self.silent.contains_key(name);
         let taken: Vec<(String, kube::Config)> = self
             .announced
             .iter()
-            .filter(|(name, _)| !self.tasks.contains_key(*name) && admitted(name))
+            .filter(|(name, _)| idle(name) && admitted(name))
             .map(|(name, config)| (name.clone(), config.clone()))
             .collect();
         for (name, config) in taken {
@@ -493,6 +712,10 @@ impl Running {
 
     /// Disengages every cluster and waits until they have stopped.
     async fn stop_all(&mut self) {
+        let silent: Vec<String> = self.silent.keys().cloned().collect();
+        for name in silent {
+            self.forget_silence(&name);
+        }
         let names: Vec<String> = self.tasks.keys().cloned().collect();
         for name in names {
             self.disengage(&name);
@@ -508,7 +731,66 @@ impl Drop for Running {
         for member in members.values() {
             member.cluster.manager().shutdown();
         }
+        for probe in self.silent.values() {
+            probe.abort();
+        }
+        lock(&self.shared.silent).clear();
+        self.census.count([0, 0, 0]);
         self.shared.membership_changed();
+    }
+}
+
+/// Resolves once `manager`'s caches hold their first lists, or it shuts down, or
+/// [`FIRST_LISTS_TIMEOUT`] has passed.
+async fn first_lists(manager: &Manager) {
+    let deadline = tokio::time::Instant::now() + FIRST_LISTS_TIMEOUT;
+    while manager.ready().is_err()
+        && !manager.is_shutting_down()
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// One more on a gauge while it lives.
+struct Counted(prometheus_client::metrics::gauge::Gauge);
+
+impl Counted {
+    fn new(gauge: prometheus_client::metrics::gauge::Gauge) -> Self {
+        gauge.inc();
+        Counted(gauge)
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+/// The fleet's part of `fleet_clusters{state}`: what it last added to each state's gauge.
+struct Census {
+    /// announced, engaged and silent, with what this fleet counts in each.
+    states: [(prometheus_client::metrics::gauge::Gauge, i64); 3],
+    waiting: prometheus_client::metrics::gauge::Gauge,
+}
+
+impl Census {
+    fn new(process: &Manager) -> Self {
+        let gauge = |state| (process.metrics().fleet_clusters(state), 0);
+        Census {
+            states: [gauge("announced"), gauge("engaged"), gauge("silent")],
+            waiting: process.metrics().fleet_clusters("waiting"),
+        }
+    }
+
+    /// Moves the gauges to `counts` (announced, engaged, silent).
+    fn count(&mut self, counts: [usize; 3]) {
+        for ((gauge, counted), count) in self.states.iter_mut().zip(counts) {
+            let count = i64::try_from(count).unwrap_or(i64::MAX);
+            gauge.inc_by(count - *counted);
+            *counted = count;
+        }
     }
 }
 

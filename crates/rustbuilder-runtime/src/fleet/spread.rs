@@ -25,7 +25,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::{Instrument, debug, info_span, warn};
 
-use super::{Cluster, Fleet};
+use super::{Cluster, Fleet, lock};
 use crate::cache::Cache;
 use crate::manager::Manager;
 use crate::owned::MANAGED_BY_LABEL;
@@ -786,11 +786,6 @@ async fn within<T>(work: impl Future<Output = Result<T, kube::Error>>) -> Result
             format!("no answer within {MEMBER_TIMEOUT:?}").into(),
         )),
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Each value is replaced whole under the lock, never left half-done.
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]

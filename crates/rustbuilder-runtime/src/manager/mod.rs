@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::watcher;
@@ -29,6 +30,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::{Instrument, error, info, warn};
 
+use crate::bearer::{Bearer, BearerLayer};
 use crate::cache::{self, Cache, Caches, Storage};
 use crate::controller::{self, Builder};
 use crate::events::Events;
@@ -205,6 +207,8 @@ struct Inner {
     stalls: cache::Stalls,
     /// How long a shutdown waits for the reconciles in flight.
     graceful_shutdown_timeout: Mutex<Duration>,
+    /// What the manager's own events are about: its Pod, when it runs in one.
+    event_target: Mutex<Option<ObjectReference>>,
 }
 
 /// A condition of readiness beyond the manager's own: `Err` says why not.
@@ -348,6 +352,7 @@ impl Manager {
                 caches: Arc::default(),
                 stalls: cache::Stalls::default(),
                 graceful_shutdown_timeout: Mutex::new(DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT),
+                event_target: Mutex::new(None),
             }),
         }
     }
@@ -630,6 +635,24 @@ impl Manager {
         self.inner.stalls.set_bound(bound);
     }
 
+    /// The object the manager's own events are about, usually its Pod: a cache whose watch keeps
+    /// failing past the stall bound publishes a `CacheStalled` Warning on it, naming the kind and
+    /// the error (`kubectl describe pod` shows it), besides failing readiness. [`ManagerBuilder::start`]
+    /// sets it from `POD_NAME`, `POD_NAMESPACE` and `POD_UID`, which the scaffolded Deployment
+    /// passes from the Pod's own metadata; without one, the stall is logged only.
+    pub fn set_event_target(&self, target: ObjectReference) {
+        *self
+            .inner
+            .event_target
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(target);
+    }
+
+    fn event_target(&self) -> Option<ObjectReference> {
+        let target = self.inner.event_target.lock();
+        target.unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     /// Makes [`Manager::ready`] (and `/readyz`) also wait for `check`, named `name` in the reason
     /// it gives when `check` fails. For parts of the operator whose readiness the manager cannot see,
     /// such as a [`Fleet`](crate::fleet::Fleet)'s clusters.
@@ -664,14 +687,20 @@ impl Manager {
     /// readiness and shutdown. Its metrics are its own (without the `process_*` ones): whoever
     /// makes it serves them with this one's ([`Metrics::serve_cluster`]). No leader election of
     /// its own: whoever makes it decides when it may run.
-    pub(crate) fn for_cluster(&self, config: kube::Config) -> Result<Manager, Error> {
+    /// `bearer`, if any, is the token the cluster's client sends (taken out of `config`), which
+    /// may be replaced while it runs.
+    pub(crate) fn for_cluster(
+        &self,
+        config: kube::Config,
+        bearer: Option<&Bearer>,
+    ) -> Result<Manager, Error> {
         let metrics = Metrics::of_cluster();
         let (name, identity) = (self.name(), self.identity());
         // With --sharding, the cluster's writes stop at this replica's fence, as its own do.
         let fence = self
             .shard()
             .map_or_else(Fence::new, |shard| shard.fence().clone());
-        let client = counted_client(config, &metrics, &fence, name, identity)?;
+        let client = counted_client(config, &metrics, &fence, name, identity, bearer)?;
         let namespace = self.inner.watch_namespace.clone();
         let identity = identity.to_string();
         Ok(Manager::with_parts(
@@ -887,7 +916,7 @@ impl ManagerBuilder {
         // its renewals are in time; a write the client would send after that is refused (see
         // `shard::Fence`).
         let fence = Fence::new();
-        let client = counted_client(config, &metrics, &fence, &self.name, &identity)?;
+        let client = counted_client(config, &metrics, &fence, &self.name, &identity, None)?;
         let server = api_server_version(&client).await?;
         info!(version = %server.git_version, "connected to the API server");
 
@@ -920,6 +949,7 @@ impl ManagerBuilder {
         inner.webhook_server = webhook_server(&args);
         inner.lease_timing = self.lease_timing;
         inner.graceful_shutdown_timeout = Mutex::new(self.graceful_shutdown_timeout);
+        inner.event_target = Mutex::new(own_pod());
         inner.fence = fence.clone();
         if args.sharding {
             // The group is the leader-election id: the same for every replica of this operator.
@@ -1184,6 +1214,7 @@ async fn spawn_and_wait(
     for controller in pending {
         tasks.spawn(controller.in_current_span());
     }
+    tokio::spawn(report_stalls(manager.clone()).in_current_span());
     info!(controllers = tasks.len(), "controllers started");
     if tasks.is_empty() {
         // A project without controllers yet still runs until it is told to stop.
@@ -1214,6 +1245,43 @@ fn watch_namespace(flag: Option<&str>) -> Result<Option<String>, Error> {
         ))),
         Some(namespace) => Ok(Some(namespace.to_string())),
     }
+}
+
+/// Publishes each cache stall once, as it passes the bound, until the manager shuts down: a
+/// warning in the log and, with an event target, a `CacheStalled` Warning event on it.
+async fn report_stalls(manager: Manager) {
+    let mut every = tokio::time::interval(Duration::from_secs(1));
+    let mut shutdown = std::pin::pin!(manager.shutdown_signal());
+    loop {
+        tokio::select! {
+            () = &mut shutdown => return,
+            _ = every.tick() => {}
+        }
+        for stall in manager.inner.stalls.newly_stalled() {
+            warn!(%stall, "a cache stalled: the controllers reading it wait until its watch works");
+            if let Some(target) = manager.event_target() {
+                let events = manager.events();
+                let warning = crate::events::EventType::Warning;
+                events
+                    .publish(target, warning, "CacheStalled", "Watch", &stall)
+                    .await;
+            }
+        }
+    }
+}
+
+/// The Pod the manager runs in, from `POD_NAME`, `POD_NAMESPACE` and `POD_UID` (the Downward
+/// API), if set.
+fn own_pod() -> Option<ObjectReference> {
+    let var = |name| std::env::var(name).ok().filter(|value| !value.is_empty());
+    Some(ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        name: Some(var("POD_NAME")?),
+        namespace: Some(var("POD_NAMESPACE")?),
+        uid: var("POD_UID"),
+        ..ObjectReference::default()
+    })
 }
 
 /// The namespace of the pod this process runs in: the service-account mount's, else `$POD_NAMESPACE`,
@@ -1281,6 +1349,7 @@ fn counted_client(
     fence: &Fence,
     name: &str,
     identity: &str,
+    bearer: Option<&Bearer>,
 ) -> Result<Client, Error> {
     let agent = format!("{name}/{} ({identity})", env!("CARGO_PKG_VERSION"));
     if let Ok(agent) = hyper::header::HeaderValue::from_str(&agent) {
@@ -1290,6 +1359,7 @@ fn counted_client(
     let layer = metrics.client_layer(&host.unwrap_or_default());
     let builder = kube::client::ClientBuilder::try_from(config)?;
     Ok(builder
+        .with_layer(&BearerLayer::new(bearer))
         .with_layer(&fence.layer())
         .with_layer(&layer)
         .build())

@@ -638,3 +638,82 @@ pub async fn sharded_manager_of(
     }
     builder.start(args.manager).await.unwrap()
 }
+
+/// A TCP proxy to an API server that can go silent, as a hung API server does: from
+/// [`SilentProxy::silence`] on, it accepts connections and never replies, and the connections it
+/// was forwarding stop carrying bytes, held open. Dropped, it closes every connection.
+pub struct SilentProxy {
+    address: SocketAddr,
+    silent: tokio::sync::watch::Sender<bool>,
+    accepting: tokio::task::JoinHandle<()>,
+}
+
+impl SilentProxy {
+    /// A proxy on a free loopback port to the API server of `config`, forwarding.
+    pub async fn start(config: &kube::Config) -> SilentProxy {
+        let authority = config
+            .cluster_url
+            .authority()
+            .expect("an API server address");
+        let upstream = authority.as_str().to_string();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let (silent, _) = tokio::sync::watch::channel(false);
+        let silence = silent.clone();
+        let accepting = tokio::spawn(async move {
+            // Aborted with the accepting task, so every connection closes with the proxy.
+            let mut connections = tokio::task::JoinSet::new();
+            while let Ok((mut client, _)) = listener.accept().await {
+                let mut silenced = silence.subscribe();
+                let upstream = upstream.clone();
+                connections.spawn(async move {
+                    if *silenced.borrow_and_update() {
+                        return std::future::pending().await;
+                    }
+                    let Ok(mut server) = TcpStream::connect(&upstream).await else {
+                        return;
+                    };
+                    let silence = async move {
+                        let _ = silenced.wait_for(|silent| *silent).await;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        () = silence => {
+                            // Both ends stay open, carrying nothing.
+                            std::future::pending::<()>().await
+                        }
+                    }
+                });
+            }
+        });
+        SilentProxy {
+            address,
+            silent,
+            accepting,
+        }
+    }
+
+    /// `config` with its API server at the proxy.
+    pub fn config(&self, config: &kube::Config) -> kube::Config {
+        let mut config = config.clone();
+        let scheme = config
+            .cluster_url
+            .scheme_str()
+            .unwrap_or("https")
+            .to_string();
+        let url = format!("{scheme}://{}", self.address);
+        config.cluster_url = url.parse().unwrap();
+        config
+    }
+
+    /// Goes silent (`true`), or forwards new connections again (`false`).
+    pub fn silence(&self, silent: bool) {
+        self.silent.send_replace(silent);
+    }
+}
+
+impl Drop for SilentProxy {
+    fn drop(&mut self) {
+        self.accepting.abort();
+    }
+}
