@@ -547,8 +547,22 @@ impl Manager {
             .env_clear()
             .current_dir("/");
         for var in container.env.iter().flatten() {
-            let value = var.value.clone();
-            let value = value.unwrap_or_else(|| panic!("env {} without a plain value", var.name));
+            // A plain value, or a field of the Pod's own metadata (the Downward API), as the
+            // kubelet resolves it.
+            let field = var
+                .value_from
+                .as_ref()
+                .and_then(|from| from.field_ref.as_ref());
+            let value = match (&var.value, field.map(|f| f.field_path.as_str())) {
+                (Some(value), _) => value.clone(),
+                (None, Some("metadata.name")) => pod.to_string(),
+                (None, Some("metadata.namespace")) => namespace.to_string(),
+                (None, Some("metadata.uid")) => format!("{pod}-uid"),
+                _ => panic!(
+                    "env {}: neither a plain value nor a field of the Pod",
+                    var.name
+                ),
+            };
             command.env(&var.name, value);
         }
         // What the kubelet provides: the pod's name, the mounted namespace and token (the token in a
