@@ -298,7 +298,10 @@ impl Manager {
         let default_namespace = client.default_namespace().to_string();
         let sent = tower::service_fn(move |request| {
             let client = client.clone();
-            async move { client.send(request).await.map_err(tower::BoxError::from) }
+            async move {
+                let answer = client.send(request).await?;
+                Ok::<_, tower::BoxError>(crate::shard::boxed(answer))
+            }
         });
         let fenced = tower::Layer::layer(&fence.layer(), sent);
         let client = Client::new(fenced, default_namespace);
@@ -1357,10 +1360,16 @@ fn counted_client(
     }
     let host = config.cluster_url.authority().map(|a| a.to_string());
     let layer = metrics.client_layer(&host.unwrap_or_default());
+    // The fenced writes go through connections of their own, which run only while the fence is
+    // open: a write queued when the process pauses is never sent after the fence passed.
+    let executor = crate::shard::FencedExecutor::new(fence);
+    let writer = kube::client::ClientBuilder::try_from((config.clone(), executor))?
+        .with_layer(&BearerLayer::new(bearer))
+        .build();
     let builder = kube::client::ClientBuilder::try_from(config)?;
     Ok(builder
         .with_layer(&BearerLayer::new(bearer))
-        .with_layer(&fence.layer())
+        .with_layer(&fence.layer_with_writer(writer))
         .with_layer(&layer)
         .build())
 }

@@ -128,7 +128,55 @@ impl Fence {
     pub fn layer(&self) -> FenceLayer {
         FenceLayer {
             fence: self.clone(),
+            writer: None,
         }
+    }
+
+    /// [`Fence::layer`], sending the fenced writes through `writer`, a client whose connections
+    /// run on a [`FencedExecutor`] of this fence.
+    pub(crate) fn layer_with_writer(&self, writer: kube::Client) -> FenceLayer {
+        FenceLayer {
+            fence: self.clone(),
+            writer: Some(writer),
+        }
+    }
+}
+
+/// Runs the HTTP connections of the client that sends a member's fenced writes, each only while
+/// the fence is open: a connection polled past the fence is dropped, with whatever it had still
+/// to send.
+///
+/// Checking a write when it is handed to the HTTP client is not enough: the client queues it for
+/// a connection task, which writes it to the socket when it next runs. A process paused (SIGSTOP,
+/// a frozen VM) right after the hand-over would, once resumed, send the write first thing, long
+/// past the fence, before anything else could look. The connection task is where the bytes go
+/// out, so it is where the fence is checked last.
+#[derive(Clone, Debug)]
+pub(crate) struct FencedExecutor {
+    fence: Fence,
+}
+
+impl FencedExecutor {
+    pub(crate) fn new(fence: &Fence) -> Self {
+        FencedExecutor {
+            fence: fence.clone(),
+        }
+    }
+}
+
+impl<F> hyper::rt::Executor<F> for FencedExecutor
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    fn execute(&self, connection: F) {
+        let fence = self.fence.clone();
+        let mut connection = Box::pin(connection);
+        tokio::spawn(futures::future::poll_fn(move |cx| {
+            if !fence.is_open() {
+                return Poll::Ready(());
+            }
+            connection.as_mut().poll(cx)
+        }));
     }
 }
 
@@ -147,9 +195,19 @@ pub struct Fenced {
 }
 
 /// The client layer of [`Fence::layer`].
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct FenceLayer {
     fence: Fence,
+    /// Where fenced writes go, if not to the inner service (see [`FencedExecutor`]).
+    writer: Option<kube::Client>,
+}
+
+impl fmt::Debug for FenceLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FenceLayer")
+            .field("fence", &self.fence)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<S> tower::Layer<S> for FenceLayer {
@@ -159,15 +217,25 @@ impl<S> tower::Layer<S> for FenceLayer {
         FenceService {
             inner,
             fence: self.fence.clone(),
+            writer: self.writer.clone(),
         }
     }
 }
 
 /// The service [`FenceLayer`] makes.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct FenceService<S> {
     inner: S,
     fence: Fence,
+    writer: Option<kube::Client>,
+}
+
+impl<S> fmt::Debug for FenceService<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FenceService")
+            .field("fence", &self.fence)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Whether a request changes what other members may work on: a write, other than to Leases (the
@@ -186,12 +254,20 @@ fn is_fenced_write<B>(request: &Request<B>) -> bool {
     write && !UNFENCED.iter().any(|prefix| path.starts_with(prefix))
 }
 
-impl<S, B> tower::Service<Request<B>> for FenceService<S>
+/// The response of kube's client stack, which a [`FenceService`] sits in.
+pub(crate) type Answer = http::Response<Box<kube::client::DynBody>>;
+
+/// What [`kube::Client::send`] answered, as kube's client stack answers.
+pub(crate) fn boxed(answer: http::Response<kube::client::Body>) -> Answer {
+    use http_body_util::BodyExt;
+    answer.map(|body| Box::new(body.map_err(tower::BoxError::from)) as Box<kube::client::DynBody>)
+}
+
+impl<S> tower::Service<Request<kube::client::Body>> for FenceService<S>
 where
-    S: tower::Service<Request<B>>,
+    S: tower::Service<Request<kube::client::Body>, Response = Answer>,
     S::Future: Send + 'static,
-    S::Error: From<Fenced> + Send + 'static,
-    S::Response: Send + 'static,
+    S::Error: From<Fenced> + From<kube::Error> + Send + 'static,
 {
     type Response = S::Response;
     type Error = S::Error;
@@ -201,7 +277,7 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request<B>) -> Self::Future {
+    fn call(&mut self, request: Request<kube::client::Body>) -> Self::Future {
         if !is_fenced_write(&request) {
             return Either::Left(self.inner.call(request));
         }
@@ -214,9 +290,17 @@ where
             return Either::Right(Box::pin(async move { Err(refused.into()) }));
         }
         // Checked again before every poll of the request: a write that waited past the fence is
-        // dropped unpolled, and the HTTP client does not send a request whose caller is gone.
+        // dropped unpolled, and the HTTP client does not send a request whose caller is gone
+        // (unless its connection task runs first: the writer's connections check the fence too).
         let fence = self.fence.clone();
-        let mut sending = Some(Box::pin(self.inner.call(request)));
+        let sending: BoxFuture<'static, Result<S::Response, S::Error>> = match &self.writer {
+            Some(writer) => {
+                let writer = writer.clone();
+                Box::pin(async move { Ok(boxed(writer.send(request).await?)) })
+            }
+            None => Box::pin(self.inner.call(request)),
+        };
+        let mut sending = Some(sending);
         Either::Right(Box::pin(futures::future::poll_fn(
             move |cx| match sending.as_mut() {
                 Some(request) if fence.is_open() => request.as_mut().poll(cx),
@@ -234,6 +318,20 @@ where
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    use kube::client::Body;
+
+    fn answer() -> Answer {
+        boxed(http::Response::new(Body::empty()))
+    }
+
+    fn sent_request(method: Method, path: &str) -> Request<Body> {
+        Request::builder()
+            .method(method)
+            .uri(path)
+            .body(Body::empty())
+            .unwrap()
+    }
 
     fn request(method: Method, path: &str) -> Request<()> {
         Request::builder()
@@ -312,23 +410,29 @@ mod tests {
         use tower::{Layer, Service, ServiceExt};
         let sent = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let counter = sent.clone();
-        let inner = tower::service_fn(move |_: Request<()>| {
+        let inner = tower::service_fn(move |_: Request<Body>| {
             counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            async { Ok::<_, tower::BoxError>(()) }
+            async { Ok::<_, tower::BoxError>(answer()) }
         });
         let fence = Fence::new();
         let mut service = fence.layer().layer(inner);
-        let write = || request(Method::PATCH, "/api/v1/namespaces/a/configmaps/c");
+        let write = || sent_request(Method::PATCH, "/api/v1/namespaces/a/configmaps/c");
         service.ready().await.unwrap().call(write()).await.unwrap();
         fence.close();
         let refused = service.ready().await.unwrap().call(write()).await;
-        let message = refused.unwrap_err().to_string();
+        let Err(refused) = refused else {
+            panic!("a write sent past the fence")
+        };
+        let message = refused.to_string();
         assert!(message.contains("not renewed in time"), "{message}");
         service
             .ready()
             .await
             .unwrap()
-            .call(request(Method::GET, "/api/v1/namespaces/a/configmaps/c"))
+            .call(sent_request(
+                Method::GET,
+                "/api/v1/namespaces/a/configmaps/c",
+            ))
             .await
             .unwrap();
         assert_eq!(sent.load(std::sync::atomic::Ordering::SeqCst), 2);
@@ -338,32 +442,63 @@ mod tests {
     async fn a_write_that_waited_past_the_fence_is_abandoned_unsent() {
         use std::sync::atomic::{AtomicBool, Ordering};
         use tower::{Layer, Service, ServiceExt};
-        // The inner service stands for the HTTP client: its request goes out when its future is
-        // first polled (as hyper hands a request to a connection once it has one).
+        // The inner service stands for the HTTP client's hand-over: its request is queued when its
+        // future is first polled (as hyper hands a request to a connection once it has one).
         let sent = Arc::new(AtomicBool::new(false));
         let marker = sent.clone();
-        let inner = tower::service_fn(move |_: Request<()>| {
+        let inner = tower::service_fn(move |_: Request<Body>| {
             let marker = marker.clone();
             async move {
                 marker.store(true, Ordering::SeqCst);
-                Ok::<_, tower::BoxError>(())
+                Ok::<_, tower::BoxError>(answer())
             }
         });
         let fence = Fence::new();
         fence.open_until(Instant::now() + Duration::from_secs(5));
         let mut service = fence.layer().layer(inner);
-        let write = Request::patch("/api/v1/namespaces/a/configmaps/c")
-            .body(())
-            .unwrap();
+        let write = sent_request(Method::PATCH, "/api/v1/namespaces/a/configmaps/c");
         // Past the check at the call, then the fence passes before the request is driven (the
         // process paused, or a connection slow to come).
         let waiting = service.ready().await.unwrap().call(write);
         fence.close();
-        let abandoned = waiting.await.unwrap_err().to_string();
+        let Err(abandoned) = waiting.await else {
+            panic!("a write sent after the fence passed")
+        };
+        let abandoned = abandoned.to_string();
         assert!(abandoned.starts_with("abandoned: PATCH"), "{abandoned}");
         assert!(
             !sent.load(Ordering::SeqCst),
             "the write was sent after the fence passed"
+        );
+    }
+
+    /// A connection task scheduled while the fence was open (a write queued on it) and first run
+    /// after the fence passed (the process paused in between) sends nothing: it is dropped unrun.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_connection_run_past_the_fence_is_dropped_unrun() {
+        use hyper::rt::Executor;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let fence = Fence::new();
+        fence.open_until(Instant::now() + Duration::from_secs(5));
+        let executor = FencedExecutor::new(&fence);
+        let ran = Arc::new(AtomicBool::new(false));
+        let marker = ran.clone();
+        // Spawned, not yet run: the current-thread runtime runs it at the next yield.
+        executor.execute(async move { marker.store(true, Ordering::SeqCst) });
+        fence.close();
+        tokio::task::yield_now().await;
+        assert!(
+            !ran.load(Ordering::SeqCst),
+            "a connection ran past the fence"
+        );
+        // While the fence is open, connections run.
+        fence.open_until(Instant::now() + Duration::from_secs(5));
+        let marker = ran.clone();
+        executor.execute(async move { marker.store(true, Ordering::SeqCst) });
+        tokio::task::yield_now().await;
+        assert!(
+            ran.load(Ordering::SeqCst),
+            "a connection did not run inside the fence"
         );
     }
 }

@@ -124,6 +124,7 @@ pub(crate) mod watch;
 pub use bucket::{BUCKET_LABEL, bucket};
 pub use client::{Filtering, detect, selecting_client};
 pub use fence::{Fence, FenceLayer, FenceService, Fenced};
+pub(crate) use fence::{FencedExecutor, boxed};
 pub use member::{
     GROUP_LABEL, Membership, Permit, RANGES_ANNOTATION, Shard, ShardState, Transition,
 };
