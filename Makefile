@@ -155,7 +155,10 @@ test-package: build ## `cargo package` of the CLI and the runtime crates; a CLI 
 	$(step-end)
 
 .PHONY: envtest
-envtest: build ## Provide the control-plane binaries, the simulated cluster's too (downloaded, kwok built with Go, the first time).
+# Side by side (`make test`), the CLI is built already: `build`, phony, would run again for a second, and on
+# a fresh machine the free job slots would go meanwhile to steps that wait on nothing (helm's Go build),
+# holding the control plane's Go build, which most tests wait for, back by minutes.
+envtest: $(if $(SIDE_BY_SIDE),,build) ## Provide the control-plane binaries, the simulated cluster's too (downloaded, kwok built with Go, the first time).
 	$(step-start)
 	$(RUSTBUILDER) envtest use $(ENVTEST_K8S_VERSION) --cluster -p path
 	$(step-end)
